@@ -1,0 +1,163 @@
+// Package cli is the plumbing every crd-* tool and clusterrebootd share:
+// the common flags (parsed with ff, each also settable as a CRD_* environment
+// variable), loading the configuration, building the logger, choosing the
+// output format, and turning a Run function's error into an exit status.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/peterbourgon/ff/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+)
+
+// EnvPrefix is the prefix of the environment variables that set flags:
+// --health-timeout is also CRD_HEALTH_TIMEOUT.
+const EnvPrefix = "CRD"
+
+// RunFunc is the one signature of every tool's entry point.
+type RunFunc func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+
+// Common holds the flags every tool takes.
+type Common struct {
+	ConfigPath string
+	Format     string
+	Node       string
+	LogLevel   string
+	LogFormat  string
+}
+
+// Register adds --config, --format, --node, --log-level and --log-format.
+func (c *Common) Register(fs *flag.FlagSet) {
+	fs.StringVar(&c.ConfigPath, "config", config.DefaultPath, "configuration `file`; a missing default file means built-in defaults")
+	fs.StringVar(&c.Format, "format", "", "output `format`: json (default when stdout is not a terminal) or text")
+	fs.StringVar(&c.Node, "node", "", "node `name` (overrides node_name; default the hostname)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format` on stderr: text, json or logfmt")
+}
+
+// Parse parses args (and CRD_* environment variables) into fs. A usage error
+// carries exit code 2; -h/--help returns flag.ErrHelp (exit 0) after usage is
+// printed to fs.Output().
+func Parse(fs *flag.FlagSet, args []string) error {
+	fs.Usage = usage(fs)
+	err := ff.Parse(fs, args, ff.WithEnvVarPrefix(EnvPrefix))
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if err != nil {
+		return exitcode.Errorf(exitcode.Config, "%s: %v (see %s --help)", fs.Name(), err, fs.Name())
+	}
+	return nil
+}
+
+func usage(fs *flag.FlagSet) func() {
+	return func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s (each flag is also the environment variable %s_<FLAG_NAME>):\n", fs.Name(), EnvPrefix)
+		fs.PrintDefaults()
+	}
+}
+
+// IsSet reports whether the flag name was given on the command line or through
+// its environment variable.
+func IsSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+// Load reads the configuration named by --config (built-in defaults when the
+// default path does not exist; an explicit --config that is missing is an
+// error), merges config.d drop-ins, applies --node, then override (the tool's
+// own flags), fills node_name from the hostname, and validates. Any problem is
+// exit code 2.
+func (c *Common) Load(fs *flag.FlagSet, override func(*config.Config)) (config.Config, error) {
+	explicit := IsSet(fs, "config")
+	cfg, err := config.Load(c.ConfigPath, explicit)
+	if err != nil {
+		return cfg, err
+	}
+	if c.Node != "" {
+		cfg.NodeName = c.Node
+	}
+	if override != nil {
+		override(&cfg)
+	}
+	if cfg.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return cfg, exitcode.Errorf(exitcode.Config, "node_name is empty and the hostname is unknown (%v): set node_name in %s or pass --node", err, c.ConfigPath)
+		}
+		cfg.NodeName = h
+	}
+	if err := config.Validate(&cfg, c.ConfigPath); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Output resolves --format (extra lists tool-specific formats).
+func (c *Common) Output(stdout io.Writer, extra ...report.Format) (report.Format, error) {
+	return report.ParseFormat(c.Format, stdout, extra...)
+}
+
+// Logger builds the stderr logger for tool, scoped with component=tool.
+func (c *Common) Logger(stderr io.Writer, tool string) (*log.Logger, error) {
+	return NewLogger(stderr, tool, c.LogLevel, c.LogFormat)
+}
+
+// NewLogger builds a charmbracelet logger writing to w.
+func NewLogger(w io.Writer, tool, level, format string) (*log.Logger, error) {
+	lvl, err := log.ParseLevel(strings.ToLower(level))
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Config, "--log-level %q: use debug, info, warn or error", level)
+	}
+	l := log.NewWithOptions(w, log.Options{
+		Level:           lvl,
+		ReportTimestamp: true,
+		TimeFormat:      time.RFC3339Nano,
+		Prefix:          tool,
+	})
+	switch format {
+	case "text", "":
+		l.SetFormatter(log.TextFormatter)
+	case "json":
+		l.SetFormatter(log.JSONFormatter)
+	case "logfmt":
+		l.SetFormatter(log.LogfmtFormatter)
+	default:
+		return nil, exitcode.Errorf(exitcode.Config, "--log-format %q: use text, json or logfmt", format)
+	}
+	return l, nil
+}
+
+// Exec runs a tool and returns its exit status. On failure it prints one line
+// "tool: reason" to stderr, except for exit code 1 (a plain "no", such as "no
+// reboot needed"), which is an answer, not an error.
+func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := run(ctx, args, stdin, stdout, stderr)
+	code := exitcode.CodeOf(err)
+	if err != nil && code != exitcode.OK && code != exitcode.No {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, tool+":") {
+			msg = tool + ": " + msg
+		}
+		fmt.Fprintln(stderr, msg)
+	}
+	return int(code)
+}

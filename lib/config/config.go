@@ -1,0 +1,137 @@
+// Package config loads, merges and validates the clusterrebootd YAML
+// configuration shared by the daemon and every crd-* tool.
+//
+// Field names follow the PRD schema exactly. Defaults live in Default() and
+// are documented in docs/configuration.md and packaging/config.yaml.
+package config
+
+// DefaultPath is where the packages install the configuration.
+const DefaultPath = "/etc/clusterrebootd/config.yaml"
+
+// Config is the whole configuration file.
+type Config struct {
+	NodeName                 string     `yaml:"node_name"`
+	Detectors                []Detector `yaml:"reboot_required_detectors"`
+	HealthScript             string     `yaml:"health_script"`
+	HealthTimeoutSec         int        `yaml:"health_timeout_sec"`
+	HealthPublishIntervalSec int        `yaml:"health_publish_interval_sec"`
+	CheckIntervalSec         int        `yaml:"check_interval_sec"`
+	BackoffMinSec            int        `yaml:"backoff_min_sec"`
+	BackoffMaxSec            int        `yaml:"backoff_max_sec"`
+
+	LockKey    string `yaml:"lock_key"`
+	LockTTLSec int    `yaml:"lock_ttl_sec"`
+	MaxHolders int    `yaml:"max_holders"`
+	Group      string `yaml:"group"`
+
+	EtcdEndpoints      []string `yaml:"etcd_endpoints"`
+	EtcdTLS            TLS      `yaml:"etcd_tls"`
+	EtcdUsername       string   `yaml:"etcd_username"`
+	EtcdPasswordFile   string   `yaml:"etcd_password_file"`
+	EtcdDialTimeoutSec int      `yaml:"etcd_dial_timeout_sec"`
+	// EtcdNamespace is the key prefix everything the product writes lives
+	// under, ending in "/". Default: the directory of lock_key plus "/".
+	EtcdNamespace string `yaml:"etcd_namespace"`
+
+	RebootCommand   []string `yaml:"reboot_command"`
+	ClusterPolicies Policies `yaml:"cluster_policies"`
+	Windows         Windows  `yaml:"windows"`
+	KillSwitchFile  string   `yaml:"kill_switch_file"`
+	Metrics         Metrics  `yaml:"metrics"`
+	DryRun          bool     `yaml:"dry_run"`
+	// StateDir survives reboots: the reboot marker and the reboot counter.
+	StateDir string `yaml:"state_dir"`
+	// RunDir is cleared at boot: the post-reboot timestamp (FR-SD-3).
+	RunDir string `yaml:"run_dir"`
+
+	// Daemon cycle (clusterrebootd).
+	RebootSlotTTLSec int    `yaml:"reboot_slot_ttl_sec"`
+	PreRebootHooks   []Hook `yaml:"pre_reboot_hooks"`
+	PostRebootHooks  []Hook `yaml:"post_reboot_hooks"`
+	SettleSec        int    `yaml:"settle_sec"`
+	MaxRebootsPerDay int    `yaml:"max_reboots_per_day"`
+}
+
+// Detector is one entry of reboot_required_detectors.
+type Detector struct {
+	// Type is file, command, auto or kernel.
+	Type string `yaml:"type"`
+	// Name labels the detector in output; default derived from type and path/cmd.
+	Name string `yaml:"name"`
+	// Path is the marker file for type file.
+	Path string `yaml:"path"`
+	// Cmd is argv for type command, run without a shell.
+	Cmd []string `yaml:"cmd"`
+	// SuccessExitCodes mean "reboot needed" (default [1]).
+	SuccessExitCodes []int `yaml:"success_exit_codes"`
+	// NotNeededExitCodes mean "no reboot needed" (default [0]).
+	NotNeededExitCodes []int `yaml:"not_needed_exit_codes"`
+	// TimeoutSec bounds a command detector (default 30).
+	TimeoutSec int `yaml:"timeout_sec"`
+}
+
+// TLS configures mutual TLS towards etcd.
+type TLS struct {
+	Enabled  bool   `yaml:"enabled"`
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Policies are the built-in cluster policies, checked before the health script.
+type Policies struct {
+	MinHealthyFraction       float64  `yaml:"min_healthy_fraction"`
+	MinHealthyAbsolute       int      `yaml:"min_healthy_absolute"`
+	ForbidIfOnlyFallbackLeft bool     `yaml:"forbid_if_only_fallback_left"`
+	FallbackNodes            []string `yaml:"fallback_nodes"`
+}
+
+// Windows are maintenance (allow) and blackout (deny) windows.
+type Windows struct {
+	Deny  []string `yaml:"deny"`
+	Allow []string `yaml:"allow"`
+	// Timezone is an IANA name; "Local" (the default) is the host's zone.
+	Timezone string `yaml:"timezone"`
+}
+
+// Metrics configures Prometheus exposition.
+type Metrics struct {
+	Enabled bool   `yaml:"enabled"`
+	Listen  string `yaml:"listen"`
+	// Textfile, when set, is a node_exporter textfile-collector path written
+	// instead of (or besides) serving HTTP: the lean alternative.
+	Textfile string `yaml:"textfile"`
+}
+
+// Hook is a command run before or after a coordinated reboot.
+type Hook struct {
+	Name       string   `yaml:"name"`
+	Cmd        []string `yaml:"cmd"`
+	TimeoutSec int      `yaml:"timeout_sec"`
+}
+
+// Default returns the configuration used where neither the file nor a flag
+// says otherwise. NodeName stays empty: callers fill in the hostname.
+func Default() Config {
+	return Config{
+		Detectors:                []Detector{{Type: "auto"}},
+		HealthTimeoutSec:         30,
+		HealthPublishIntervalSec: 30,
+		CheckIntervalSec:         60,
+		BackoffMinSec:            5,
+		BackoffMaxSec:            60,
+		LockKey:                  "/cluster/clusterrebootd/lock",
+		LockTTLSec:               90,
+		MaxHolders:               1,
+		EtcdEndpoints:            []string{"http://127.0.0.1:2379"},
+		EtcdDialTimeoutSec:       5,
+		RebootCommand:            []string{"/usr/bin/systemctl", "reboot"},
+		Windows:                  Windows{Timezone: "Local"},
+		KillSwitchFile:           "/etc/clusterrebootd/disable",
+		Metrics:                  Metrics{Listen: "127.0.0.1:9090"},
+		StateDir:                 "/var/lib/clusterrebootd",
+		RunDir:                   "/run/clusterrebootd",
+		RebootSlotTTLSec:         1800,
+		MaxRebootsPerDay:         2,
+	}
+}

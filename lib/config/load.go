@@ -1,0 +1,61 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// Load reads path over the defaults, then every path's-dir/config.d/*.yaml in
+// lexical order over that (a drop-in replaces the keys it names; lists are
+// replaced whole). A missing path is an error only when mustExist is set; a
+// missing default file means "defaults only". It does not validate.
+func Load(path string, mustExist bool) (Config, error) {
+	cfg := Default()
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !mustExist:
+		return cfg, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return cfg, exitcode.Errorf(exitcode.Config, "config %s: file does not exist; create it from /usr/share/doc/clusterrebootd/config.yaml or drop --config", path)
+	case err != nil:
+		return cfg, exitcode.Errorf(exitcode.Config, "config %s: %v", path, err)
+	}
+	if err := decodeInto(&cfg, path, data); err != nil {
+		return cfg, err
+	}
+	dropins, err := filepath.Glob(filepath.Join(filepath.Dir(path), "config.d", "*.yaml"))
+	if err != nil {
+		return cfg, exitcode.Errorf(exitcode.Config, "config %s: %v", path, err)
+	}
+	sort.Strings(dropins)
+	for _, d := range dropins {
+		data, err := os.ReadFile(d)
+		if err != nil {
+			return cfg, exitcode.Errorf(exitcode.Config, "config drop-in %s: %v", d, err)
+		}
+		if err := decodeInto(&cfg, d, data); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// decodeInto decodes one YAML document strictly (unknown keys and wrong types
+// are errors, with the line) on top of cfg.
+func decodeInto(cfg *Config, path string, data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return exitcode.Errorf(exitcode.Config, "config %s: %s", path, yamlMessage(err))
+	}
+	return nil
+}

@@ -1,0 +1,12 @@
+# Linters, pinned.
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: lint
+lint: $(TOOLS_BIN)/staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	staticcheck ./...
+
+$(TOOLS_BIN)/staticcheck:
+	GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -1,0 +1,93 @@
+// Package testscripts runs every tool as a real command through testscript:
+// each testscripts/*.txtar file is a script of shell-like commands with
+// assertions on exit codes, stdout (JSON) and stderr.
+package testscripts
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/tool/clusterrebootd"
+	"github.com/clusterrebootd/clusterrebootd/lib/tool/crddetect"
+	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdgate"
+	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdlock"
+	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdreboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdwindow"
+)
+
+var tools = map[string]cli.RunFunc{
+	"crd-detect":     crddetect.Run,
+	"crd-window":     crdwindow.Run,
+	"crd-gate":       crdgate.Run,
+	"crd-reboot":     crdreboot.Run,
+	"crd-lock":       crdlock.Run,
+	"clusterrebootd": clusterrebootd.Run,
+}
+
+func TestMain(m *testing.M) {
+	cmds := map[string]func(){}
+	for name, run := range tools {
+		cmds[name] = func() {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := cli.Exec(ctx, name, run, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+			stop()
+			os.Exit(code)
+		}
+	}
+	testscript.Main(m, cmds)
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, Params("."))
+}
+
+// Params is the shared setup: the custom commands and environment.
+func Params(dir string) testscript.Params {
+	return testscript.Params{
+		Dir: dir,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode": cmdExitcode,
+		},
+		Setup: func(env *testscript.Env) error {
+			// No test may see the host's configuration or reboot anything.
+			env.Setenv("CRD_CONFIG", env.WorkDir+"/no-such-config.yaml")
+			return nil
+		},
+		RequireExplicitExec: true,
+	}
+}
+
+// cmdExitcode runs "exitcode N CMD ARGS..." and fails unless CMD exits with
+// status N. Its stdout and stderr are kept for the next stdout/stderr checks.
+func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("usage: exitcode N command [args...] (no negation)")
+	}
+	if len(args) < 2 {
+		ts.Fatalf("usage: exitcode N command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: %q is not a number", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			ts.Fatalf("exitcode: running %s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
