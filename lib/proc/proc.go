@@ -1,0 +1,241 @@
+// Package proc runs external commands the way every clusterrebootd step needs
+// them run: argv without a shell, in a process group of their own, with a
+// timeout that terminates the whole group (SIGTERM, then SIGKILL after a
+// grace period), and with stdout/stderr captured up to a bound.
+//
+// Detectors, the health gate, reboot hooks and the reboot command all go
+// through a Runner, so tests can substitute one.
+package proc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultMaxOutput bounds each captured stream (64 KiB).
+const DefaultMaxOutput = 64 << 10
+
+// DefaultGrace is how long a group has between SIGTERM and SIGKILL.
+const DefaultGrace = 2 * time.Second
+
+// Spec describes one command.
+type Spec struct {
+	// Argv is the program and its arguments; Argv[0] is looked up in PATH of
+	// Env when it has no slash.
+	Argv []string
+	// Env is the complete environment of the command (nil: empty).
+	Env []string
+	// Dir is the working directory ("" = the caller's).
+	Dir string
+	// Timeout bounds the run; 0 means only ctx bounds it.
+	Timeout time.Duration
+	// Grace is the time between SIGTERM and SIGKILL (0: DefaultGrace).
+	Grace time.Duration
+	// MaxOutput bounds each of stdout and stderr (0: DefaultMaxOutput).
+	MaxOutput int
+	// Stdin feeds the command (nil: /dev/null).
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the streams instead of the capture
+	// (Result.Stdout/Stderr stay empty for that stream).
+	Stdout, Stderr io.Writer
+}
+
+// Result is what happened.
+type Result struct {
+	// ExitCode is the exit status, or -1 when the command did not exit
+	// normally (killed by a signal, or never started).
+	ExitCode int
+	// Signal names the signal that ended the command, if any.
+	Signal string
+	// Stdout and Stderr are the captured streams, each at most MaxOutput bytes.
+	Stdout, Stderr                   string
+	StdoutTruncated, StderrTruncated bool
+	// TimedOut is set when Timeout expired and the group was terminated.
+	TimedOut bool
+	// Canceled is set when ctx ended first and the group was terminated.
+	Canceled bool
+	// Duration is the wall time from start to exit.
+	Duration time.Duration
+	// StartErr is set when the command could not be started at all (not
+	// found, not executable); then ExitCode is -1.
+	StartErr error
+}
+
+// OK reports whether the command ran and exited 0.
+func (r Result) OK() bool { return r.StartErr == nil && !r.TimedOut && !r.Canceled && r.ExitCode == 0 }
+
+// NotFound reports whether the command could not be started because the
+// program does not exist.
+func (r Result) NotFound() bool {
+	return r.StartErr != nil && (errors.Is(r.StartErr, exec.ErrNotFound) || errors.Is(r.StartErr, syscall.ENOENT))
+}
+
+// Runner runs commands. Exec is the real one.
+type Runner interface {
+	Run(ctx context.Context, spec Spec) Result
+}
+
+// Exec runs commands for real.
+type Exec struct{}
+
+// Run implements Runner.
+func (Exec) Run(ctx context.Context, spec Spec) Result {
+	res := Result{ExitCode: -1}
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		res.StartErr = errors.New("empty command")
+		return res
+	}
+	maxOut := spec.MaxOutput
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
+	}
+	grace := spec.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+
+	path := spec.Argv[0]
+	if lp, err := lookPath(path, spec.Env); err != nil {
+		res.StartErr = err
+		return res
+	} else {
+		path = lp
+	}
+	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir}
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Stdin = spec.Stdin
+	outBuf := &capped{max: maxOut}
+	errBuf := &capped{max: maxOut}
+	cmd.Stdout, cmd.Stderr = outBuf, errBuf
+	if spec.Stdout != nil {
+		cmd.Stdout = spec.Stdout
+	}
+	if spec.Stderr != nil {
+		cmd.Stderr = spec.Stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Once the leader is gone, do not wait forever for pipes that a
+	// straggler in the group still holds.
+	cmd.WaitDelay = grace
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		res.StartErr = err
+		return res
+	}
+	pgid := cmd.Process.Pid
+
+	var timeout <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var waitErr error
+	select {
+	case waitErr = <-done:
+	case <-timeout:
+		res.TimedOut = true
+		waitErr = terminate(pgid, grace, done)
+	case <-ctx.Done():
+		res.Canceled = true
+		waitErr = terminate(pgid, grace, done)
+	}
+	// Nothing the command started may outlive it.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	res.Duration = time.Since(start)
+
+	res.Stdout, res.StdoutTruncated = outBuf.String(), outBuf.truncated
+	res.Stderr, res.StderrTruncated = errBuf.String(), errBuf.truncated
+	if ps := cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal().String()
+			res.ExitCode = -1
+		} else {
+			res.ExitCode = ps.ExitCode()
+		}
+	} else if waitErr != nil {
+		res.StartErr = waitErr
+	}
+	return res
+}
+
+// terminate sends SIGTERM to the group, SIGKILL after grace, and waits.
+func terminate(pgid int, grace time.Duration, done <-chan error) error {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return <-done
+	}
+}
+
+// lookPath resolves a program name without a slash through PATH from env
+// (not the caller's environment: the command's).
+func lookPath(name string, env []string) (string, error) {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '/' {
+			return name, nil
+		}
+	}
+	pathVar := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if len(kv) > 5 && kv[:5] == "PATH=" {
+			pathVar = kv[5:]
+		}
+	}
+	for _, dir := range splitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
+// capped keeps the first max bytes written and drops the rest, remembering
+// that it did.
+type capped struct {
+	mu        sync.Mutex
+	buf       []byte
+	max       int
+	truncated bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - len(c.buf)
+	if room >= len(p) {
+		c.buf = append(c.buf, p...)
+	} else {
+		if room > 0 {
+			c.buf = append(c.buf, p[:room]...)
+		}
+		c.truncated = true
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.buf)
+}

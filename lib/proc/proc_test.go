@@ -1,0 +1,128 @@
+package proc
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var shEnv = []string{"PATH=/usr/bin:/bin"}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  Spec
+		check func(t *testing.T, r Result)
+	}{
+		{"exit zero", Spec{Argv: []string{"true"}, Env: shEnv}, func(t *testing.T, r Result) {
+			if !r.OK() || r.ExitCode != 0 {
+				t.Errorf("%+v", r)
+			}
+		}},
+		{"exit code kept", Spec{Argv: []string{"sh", "-c", "exit 7"}, Env: shEnv}, func(t *testing.T, r Result) {
+			if r.ExitCode != 7 || r.OK() {
+				t.Errorf("%+v", r)
+			}
+		}},
+		{"streams captured", Spec{Argv: []string{"sh", "-c", "echo out; echo err >&2"}, Env: shEnv}, func(t *testing.T, r Result) {
+			if r.Stdout != "out\n" || r.Stderr != "err\n" {
+				t.Errorf("%+v", r)
+			}
+		}},
+		{"output bounded", Spec{Argv: []string{"sh", "-c", "head -c 5000 /dev/zero"}, Env: shEnv, MaxOutput: 100}, func(t *testing.T, r Result) {
+			if len(r.Stdout) != 100 || !r.StdoutTruncated || r.StderrTruncated {
+				t.Errorf("len=%d truncated=%v", len(r.Stdout), r.StdoutTruncated)
+			}
+		}},
+		{"not found", Spec{Argv: []string{"/nonexistent/prog"}}, func(t *testing.T, r Result) {
+			if !r.NotFound() || r.ExitCode != -1 {
+				t.Errorf("%+v", r)
+			}
+		}},
+		{"not found in PATH", Spec{Argv: []string{"no-such-prog-crd"}, Env: shEnv}, func(t *testing.T, r Result) {
+			if !r.NotFound() {
+				t.Errorf("%+v", r)
+			}
+		}},
+		{"empty argv", Spec{}, func(t *testing.T, r Result) {
+			if r.StartErr == nil {
+				t.Errorf("%+v", r)
+			}
+		}},
+		{"env is exactly what was given", Spec{Argv: []string{"sh", "-c", "echo \"$FOO\""}, Env: append([]string{"FOO=bar"}, shEnv...)}, func(t *testing.T, r Result) {
+			if r.Stdout != "bar\n" {
+				t.Errorf("%q", r.Stdout)
+			}
+		}},
+		{"stdin fed", Spec{Argv: []string{"cat"}, Env: shEnv, Stdin: strings.NewReader("hi")}, func(t *testing.T, r Result) {
+			if r.Stdout != "hi" {
+				t.Errorf("%q", r.Stdout)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.check(t, Exec{}.Run(context.Background(), tt.spec))
+		})
+	}
+}
+
+// A timeout must end the whole process group, including a grandchild that
+// ignores nothing and would otherwise keep running (and keep the pipe open).
+func TestTimeoutKillsGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "child.pid")
+	script := "sleep 60 & echo $! > " + pidfile + "; wait"
+	r := Exec{}.Run(context.Background(), Spec{Argv: []string{"sh", "-c", script}, Env: shEnv,
+		Timeout: 200 * time.Millisecond, Grace: 200 * time.Millisecond})
+	if !r.TimedOut || r.OK() {
+		t.Fatalf("want timed out, got %+v", r)
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	// SIGKILL has been sent; give init a moment to reap it (loose bound).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %s still alive 5s after the timeout: %s", pid, st)
+		}
+	}
+}
+
+// A command that ignores SIGTERM is killed after the grace period.
+func TestGraceThenKill(t *testing.T) {
+	r := Exec{}.Run(context.Background(), Spec{Argv: []string{"sh", "-c", "trap '' TERM; sleep 30"}, Env: shEnv,
+		Timeout: 100 * time.Millisecond, Grace: 100 * time.Millisecond})
+	if !r.TimedOut || r.Signal == "" {
+		t.Fatalf("want killed by signal, got %+v", r)
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	r := Exec{}.Run(ctx, Spec{Argv: []string{"sleep", "30"}, Env: shEnv, Grace: 100 * time.Millisecond})
+	if !r.Canceled || r.OK() {
+		t.Fatalf("want canceled, got %+v", r)
+	}
+}
+
+func TestNotExecutable(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := Exec{}.Run(context.Background(), Spec{Argv: []string{p}})
+	if r.StartErr == nil || r.NotFound() {
+		t.Fatalf("want a start error that is not 'not found', got %+v", r)
+	}
+}
