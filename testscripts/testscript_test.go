@@ -57,9 +57,12 @@ func Params(dir string) testscript.Params {
 			"exitcode": cmdExitcode,
 		},
 		Setup: func(env *testscript.Env) error {
-			// No test may see the host's configuration or reboot anything.
-			env.Setenv("CRD_CONFIG", env.WorkDir+"/no-such-config.yaml")
-			return nil
+			// No test may see the host's configuration: the default config is an
+			// empty file in the script's work dir (so built-in defaults apply,
+			// and $WORK/config.d/*.yaml are its drop-ins).
+			def := env.WorkDir + "/default-config.yaml"
+			env.Setenv("CRD_CONFIG", def)
+			return os.WriteFile(def, nil, 0o644)
 		},
 		RequireExplicitExec: true,
 	}

@@ -105,11 +105,14 @@ func (c *Common) Load(fs *flag.FlagSet, override func(*config.Config)) (config.C
 		}
 		cfg.NodeName = h
 	}
-	if err := config.Validate(&cfg, c.ConfigPath); err != nil {
+	if err := config.Validate(&cfg, c.ConfigPath, WindowValidator); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
 }
+
+// WindowValidator is what config validation uses to parse window specs.
+var WindowValidator config.WindowValidator = nil
 
 // Output resolves --format (extra lists tool-specific formats).
 func (c *Common) Output(stdout io.Writer, extra ...report.Format) (report.Format, error) {

@@ -5,6 +5,8 @@
 // are documented in docs/configuration.md and packaging/config.yaml.
 package config
 
+import "strings"
+
 // DefaultPath is where the packages install the configuration.
 const DefaultPath = "/etc/clusterrebootd/config.yaml"
 
@@ -50,6 +52,40 @@ type Config struct {
 	PostRebootHooks  []Hook `yaml:"post_reboot_hooks"`
 	SettleSec        int    `yaml:"settle_sec"`
 	MaxRebootsPerDay int    `yaml:"max_reboots_per_day"`
+
+	// origin remembers which file and line set each field, for messages.
+	origin origins
+	// sources lists the files read, in order.
+	sources []string
+}
+
+// Sources lists the files this configuration was read from, in merge order
+// (empty when only defaults apply).
+func (c *Config) Sources() []string { return append([]string(nil), c.sources...) }
+
+// Namespace is the etcd key prefix everything the product writes lives
+// under, always ending in "/": etcd_namespace, or the directory of lock_key.
+func (c *Config) Namespace() string {
+	ns := c.EtcdNamespace
+	if ns == "" {
+		ns = c.LockKey
+		if i := strings.LastIndex(ns, "/"); i >= 0 {
+			ns = ns[:i]
+		}
+	}
+	if !strings.HasSuffix(ns, "/") {
+		ns += "/"
+	}
+	return ns
+}
+
+// LockKeyForGroup is the lock key of this node's group: lock_key, or
+// lock_key + "/" + group when a group is set.
+func (c *Config) LockKeyForGroup() string {
+	if c.Group == "" {
+		return c.LockKey
+	}
+	return c.LockKey + "/" + c.Group
 }
 
 // Detector is one entry of reboot_required_detectors.

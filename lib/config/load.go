@@ -57,5 +57,22 @@ func decodeInto(cfg *Config, path string, data []byte) error {
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 		return exitcode.Errorf(exitcode.Config, "config %s: %s", path, yamlMessage(err))
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err == nil {
+		if cfg.origin == nil {
+			cfg.origin = origins{}
+		}
+		cfg.origin.record(path, &doc)
+	}
+	cfg.sources = append(cfg.sources, path)
 	return nil
+}
+
+// Parse decodes one YAML document over the defaults, without drop-ins and
+// without validation: for configurations handed over on stdin (the daemon's
+// cluster steps) and for tests. name labels messages.
+func Parse(name string, data []byte) (Config, error) {
+	cfg := Default()
+	err := decodeInto(&cfg, name, data)
+	return cfg, err
 }

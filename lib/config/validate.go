@@ -1,14 +1,320 @@
 package config
 
 import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
-// Validate checks cfg; source names the file in messages.
-func Validate(cfg *Config, source string) error {
-	return nil
+// Problem is one thing wrong with a configuration.
+type Problem struct {
+	// Field is the YAML path, e.g. "windows.deny[1]".
+	Field string `json:"field"`
+	// Where is "file:line" when known.
+	Where string `json:"where,omitempty"`
+	// Message says what is wrong and what to do.
+	Message string `json:"message"`
+}
+
+func (p Problem) String() string {
+	if p.Where != "" {
+		return fmt.Sprintf("%s: %s: %s", p.Where, p.Field, p.Message)
+	}
+	return fmt.Sprintf("%s: %s", p.Field, p.Message)
+}
+
+// ValidationError lists every problem found; its message is the first one
+// (one line), with a count of the rest.
+type ValidationError struct {
+	Source   string
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	msg := "config " + e.Source + ": " + e.Problems[0].String()
+	if len(e.Problems) > 1 {
+		msg += fmt.Sprintf(" (and %d more; see clusterrebootd validate-config)", len(e.Problems)-1)
+	}
+	return msg
+}
+
+// WindowValidator checks one window spec. lib/window provides the real one;
+// it is passed in so that this package stays free of window logic.
+type WindowValidator func(spec string) error
+
+var (
+	nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+	groupRE    = regexp.MustCompile(`^[A-Za-z0-9._-]{0,63}$`)
+)
+
+// Validate checks cfg; source names the file in messages. checkWindow may be
+// nil (window specs are then not parsed).
+func Validate(cfg *Config, source string, checkWindow WindowValidator) error {
+	v := &validator{cfg: cfg}
+	v.check()
+	v.windows(checkWindow)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return exitcode.New(exitcode.Config, &ValidationError{Source: source, Problems: v.problems})
+}
+
+type validator struct {
+	cfg      *Config
+	problems []Problem
+}
+
+func (v *validator) bad(field, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Field: field, Where: v.cfg.origin.where(field), Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) positive(field string, n int) {
+	if n <= 0 {
+		v.bad(field, "must be a positive number of seconds, got %d", n)
+	}
+}
+
+func (v *validator) absPath(field, p string, required bool) {
+	switch {
+	case p == "" && required:
+		v.bad(field, "must be set to an absolute path")
+	case p != "" && !filepath.IsAbs(p):
+		v.bad(field, "%q is not an absolute path; write it starting with /", p)
+	}
+}
+
+func (v *validator) check() {
+	c := v.cfg
+	if !nodeNameRE.MatchString(c.NodeName) {
+		v.bad("node_name", "%q is not a valid node name: use letters, digits, '.', '_' or '-' (it becomes part of etcd keys)", c.NodeName)
+	}
+	v.detectors()
+	v.absPath("health_script", c.HealthScript, false)
+	v.positive("health_timeout_sec", c.HealthTimeoutSec)
+	v.positive("health_publish_interval_sec", c.HealthPublishIntervalSec)
+	v.positive("check_interval_sec", c.CheckIntervalSec)
+	v.positive("backoff_min_sec", c.BackoffMinSec)
+	v.positive("backoff_max_sec", c.BackoffMaxSec)
+	if c.BackoffMinSec > 0 && c.BackoffMaxSec < c.BackoffMinSec {
+		v.bad("backoff_max_sec", "%d is below backoff_min_sec (%d); raise it or lower backoff_min_sec", c.BackoffMaxSec, c.BackoffMinSec)
+	}
+	v.lock()
+	v.etcd()
+	if len(c.RebootCommand) == 0 || c.RebootCommand[0] == "" {
+		v.bad("reboot_command", "must not be empty; the default is [\"/usr/bin/systemctl\", \"reboot\"]")
+	} else if !filepath.IsAbs(c.RebootCommand[0]) {
+		v.bad("reboot_command[0]", "%q must be an absolute path (commands run without a shell and without PATH lookup)", c.RebootCommand[0])
+	}
+	p := c.ClusterPolicies
+	if p.MinHealthyFraction < 0 || p.MinHealthyFraction > 1 {
+		v.bad("cluster_policies.min_healthy_fraction", "%v must be between 0 and 1", p.MinHealthyFraction)
+	}
+	if p.MinHealthyAbsolute < 0 {
+		v.bad("cluster_policies.min_healthy_absolute", "%d must not be negative", p.MinHealthyAbsolute)
+	}
+	if p.ForbidIfOnlyFallbackLeft && len(p.FallbackNodes) == 0 {
+		v.bad("cluster_policies.fallback_nodes", "is empty while forbid_if_only_fallback_left is true; list the fallback nodes or set it to false")
+	}
+	for i, n := range p.FallbackNodes {
+		if !nodeNameRE.MatchString(n) {
+			v.bad(fmt.Sprintf("cluster_policies.fallback_nodes[%d]", i), "%q is not a valid node name", n)
+		}
+	}
+	v.absPath("kill_switch_file", c.KillSwitchFile, true)
+	v.absPath("state_dir", c.StateDir, true)
+	v.absPath("run_dir", c.RunDir, true)
+	if c.Metrics.Enabled {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			v.bad("metrics.listen", "%q is not host:port (e.g. 127.0.0.1:9090): %v", c.Metrics.Listen, err)
+		}
+	}
+	v.absPath("metrics.textfile", c.Metrics.Textfile, false)
+	if c.Metrics.Textfile != "" && !strings.HasSuffix(c.Metrics.Textfile, ".prom") {
+		v.bad("metrics.textfile", "%q must end in .prom for node_exporter's textfile collector", c.Metrics.Textfile)
+	}
+	if c.RebootSlotTTLSec < 60 {
+		v.bad("reboot_slot_ttl_sec", "%d is too short: it must cover a whole reboot (at least 60; default 1800)", c.RebootSlotTTLSec)
+	}
+	if c.SettleSec < 0 {
+		v.bad("settle_sec", "%d must not be negative", c.SettleSec)
+	}
+	if c.MaxRebootsPerDay < 1 {
+		v.bad("max_reboots_per_day", "%d must be at least 1 (default 2); use the kill switch to stop reboots", c.MaxRebootsPerDay)
+	}
+	v.hooks("pre_reboot_hooks", c.PreRebootHooks)
+	v.hooks("post_reboot_hooks", c.PostRebootHooks)
+}
+
+func (v *validator) detectors() {
+	c := v.cfg
+	if len(c.Detectors) == 0 {
+		v.bad("reboot_required_detectors", "is empty; without a detector no reboot is ever needed — use [{type: auto}]")
+	}
+	names := map[string]bool{}
+	for i, d := range c.Detectors {
+		f := fmt.Sprintf("reboot_required_detectors[%d]", i)
+		switch d.Type {
+		case "file":
+			v.absPath(f+".path", d.Path, true)
+		case "command":
+			if len(d.Cmd) == 0 || d.Cmd[0] == "" {
+				v.bad(f+".cmd", "a command detector needs cmd, e.g. [\"/usr/bin/needs-restarting\", \"-r\"]")
+			}
+		case "auto", "kernel":
+			if d.Path != "" || len(d.Cmd) > 0 {
+				v.bad(f, "type %s takes neither path nor cmd", d.Type)
+			}
+		case "":
+			v.bad(f+".type", "is missing; use file, command, auto or kernel")
+		default:
+			v.bad(f+".type", "%q is not a detector type; use file, command, auto or kernel", d.Type)
+		}
+		if d.Type != "command" && (len(d.SuccessExitCodes) > 0 || len(d.NotNeededExitCodes) > 0) {
+			v.bad(f, "success_exit_codes and not_needed_exit_codes apply to type command only")
+		}
+		for _, s := range d.SuccessExitCodes {
+			for _, n := range d.NotNeededExitCodes {
+				if s == n {
+					v.bad(f, "exit code %d is in both success_exit_codes and not_needed_exit_codes", s)
+				}
+			}
+		}
+		if d.TimeoutSec < 0 {
+			v.bad(f+".timeout_sec", "%d must not be negative", d.TimeoutSec)
+		}
+		if d.Name != "" {
+			if names[d.Name] {
+				v.bad(f+".name", "%q is used by another detector; names must be unique", d.Name)
+			}
+			names[d.Name] = true
+		}
+	}
+}
+
+func (v *validator) lock() {
+	c := v.cfg
+	switch {
+	case c.LockKey == "":
+		v.bad("lock_key", "must not be empty (default /cluster/clusterrebootd/lock)")
+	case !strings.HasPrefix(c.LockKey, "/") || strings.HasSuffix(c.LockKey, "/") || strings.ContainsAny(c.LockKey, " \t\n"):
+		v.bad("lock_key", "%q must start with '/', not end with '/', and contain no spaces", c.LockKey)
+	}
+	if c.LockTTLSec < 5 {
+		v.bad("lock_ttl_sec", "%d is too short; at least 5 (default 90)", c.LockTTLSec)
+	} else if c.LockTTLSec <= c.HealthTimeoutSec {
+		v.bad("lock_ttl_sec", "%d must be greater than health_timeout_sec (%d): the lock must outlive the under-lock health check", c.LockTTLSec, c.HealthTimeoutSec)
+	}
+	if c.MaxHolders < 1 {
+		v.bad("max_holders", "%d must be at least 1", c.MaxHolders)
+	}
+	if !groupRE.MatchString(c.Group) {
+		v.bad("group", "%q must be letters, digits, '.', '_' or '-' (at most 63)", c.Group)
+	}
+	if ns := c.EtcdNamespace; ns != "" && (!strings.HasPrefix(ns, "/") || !strings.HasSuffix(ns, "/")) {
+		v.bad("etcd_namespace", "%q must start and end with '/', e.g. /prod/clusterrebootd/", ns)
+	}
+	if ns := c.Namespace(); c.LockKey != "" && !strings.HasPrefix(c.LockKey, ns) {
+		v.bad("lock_key", "%q is outside etcd_namespace %q; with RBAC on the namespace the lock could not be taken", c.LockKey, ns)
+	}
+}
+
+func (v *validator) etcd() {
+	c := v.cfg
+	if len(c.EtcdEndpoints) == 0 {
+		v.bad("etcd_endpoints", "is empty; list the etcd client URLs, e.g. [\"https://etcd-1:2379\"]")
+	}
+	for i, e := range c.EtcdEndpoints {
+		f := fmt.Sprintf("etcd_endpoints[%d]", i)
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.bad(f, "%q is not an http:// or https:// URL with host and port", e)
+			continue
+		}
+		if c.EtcdTLS.Enabled && u.Scheme != "https" {
+			v.bad(f, "%q is plain http while etcd_tls.enabled is true; use https://", e)
+		}
+	}
+	t := c.EtcdTLS
+	if t.Enabled {
+		v.absPath("etcd_tls.ca_file", t.CAFile, true)
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			v.bad("etcd_tls", "cert_file and key_file go together; set both for mutual TLS or neither")
+		}
+		v.absPath("etcd_tls.cert_file", t.CertFile, false)
+		v.secretFile("etcd_tls.key_file", t.KeyFile)
+	}
+	if c.EtcdUsername != "" && c.EtcdPasswordFile == "" {
+		v.bad("etcd_password_file", "must be set when etcd_username is (a file with mode 0600 holding the password)")
+	}
+	if c.EtcdPasswordFile != "" && c.EtcdUsername == "" {
+		v.bad("etcd_username", "must be set when etcd_password_file is")
+	}
+	v.secretFile("etcd_password_file", c.EtcdPasswordFile)
+	v.positive("etcd_dial_timeout_sec", c.EtcdDialTimeoutSec)
+}
+
+// secretFile refuses a key or password file that others may read.
+func (v *validator) secretFile(field, p string) {
+	if p == "" {
+		return
+	}
+	if !filepath.IsAbs(p) {
+		v.bad(field, "%q is not an absolute path", p)
+		return
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		v.bad(field, "cannot read %s: %v", p, err)
+		return
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		v.bad(field, "%s has mode %04o: group or others may read a secret; run chmod 600 %s", p, fi.Mode().Perm(), p)
+	}
+}
+
+func (v *validator) hooks(field string, hooks []Hook) {
+	for i, h := range hooks {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if len(h.Cmd) == 0 || h.Cmd[0] == "" {
+			v.bad(f+".cmd", "must not be empty")
+		} else if !filepath.IsAbs(h.Cmd[0]) {
+			v.bad(f+".cmd[0]", "%q must be an absolute path", h.Cmd[0])
+		}
+		if h.TimeoutSec < 0 {
+			v.bad(f+".timeout_sec", "%d must not be negative", h.TimeoutSec)
+		}
+	}
+}
+
+func (v *validator) windows(check WindowValidator) {
+	w := v.cfg.Windows
+	if w.Timezone != "" {
+		if _, err := time.LoadLocation(w.Timezone); err != nil {
+			v.bad("windows.timezone", "%q is not a known IANA time zone (e.g. Europe/Berlin, UTC, Local)", w.Timezone)
+		}
+	}
+	if check == nil {
+		return
+	}
+	for i, s := range w.Deny {
+		if err := check(s); err != nil {
+			v.bad(fmt.Sprintf("windows.deny[%d]", i), "%v", err)
+		}
+	}
+	for i, s := range w.Allow {
+		if err := check(s); err != nil {
+			v.bad(fmt.Sprintf("windows.allow[%d]", i), "%v", err)
+		}
+	}
 }
 
 // yamlMessage flattens yaml.v3's multi-line TypeError into one line.

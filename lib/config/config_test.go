@@ -1,0 +1,290 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+func writeFile(t *testing.T, dir, name, body string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func load(t *testing.T, body string) (Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	p := writeFile(t, dir, "config.yaml", body, 0o644)
+	cfg, err := Load(p, true)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = "node-1"
+	}
+	return cfg, Validate(&cfg, p, func(s string) error {
+		if strings.Contains(s, "bogus") {
+			return errors.New("cannot parse")
+		}
+		return nil
+	})
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	cfg := Default()
+	cfg.NodeName = "n1"
+	if err := Validate(&cfg, "defaults", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Namespace(); got != "/cluster/clusterrebootd/" {
+		t.Errorf("Namespace() = %q", got)
+	}
+}
+
+func TestPRDExampleLoads(t *testing.T) {
+	dir := t.TempDir()
+	key := writeFile(t, dir, "client-key.pem", "k", 0o600)
+	body := `
+node_name: "node-1"
+reboot_required_detectors:
+  - type: file
+    path: "/var/run/reboot-required"
+  - type: command
+    cmd: ["/usr/bin/needs-restarting", "-r"]
+    success_exit_codes: [1]
+health_script: "/usr/local/bin/cluster-health-check.sh"
+health_timeout_sec: 30
+check_interval_sec: 60
+backoff_min_sec: 5
+backoff_max_sec: 60
+lock_key: "/cluster/clusterrebootd/lock"
+lock_ttl_sec: 90
+etcd_endpoints: ["https://etcd-1:2379","https://etcd-2:2379","https://etcd-3:2379"]
+etcd_tls:
+  enabled: true
+  ca_file: "/etc/ssl/etcd/ca.pem"
+  cert_file: "/etc/ssl/etcd/client.pem"
+  key_file: "` + key + `"
+reboot_command: ["/sbin/shutdown","-r","now","coordinated kernel reboot"]
+cluster_policies:
+  min_healthy_fraction: 0.6
+  min_healthy_absolute: 3
+  forbid_if_only_fallback_left: true
+  fallback_nodes: ["lb-1","lb-2"]
+windows:
+  deny: ["Fri 18:00-Mon 08:00", "* 23:00-06:00"]
+  allow: ["Tue 22:00-23:00"]
+kill_switch_file: "/etc/clusterrebootd/disable"
+metrics:
+  enabled: false
+  listen: "127.0.0.1:9090"
+`
+	cfg, err := load(t, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Detectors) != 2 || cfg.Detectors[1].SuccessExitCodes[0] != 1 || cfg.ClusterPolicies.MinHealthyAbsolute != 3 {
+		t.Errorf("fields not decoded: %+v", cfg)
+	}
+	if cfg.StateDir != "/var/lib/clusterrebootd" {
+		t.Errorf("defaults must fill unset fields, state_dir = %q", cfg.StateDir)
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want string // substring of the error
+	}{
+		{"unknown key with line", "node_name: a\nbogus_key: 1\n", "line 2: field bogus_key not found"},
+		{"wrong type", "check_interval_sec: soon\n", "cannot unmarshal !!str `soon` into int"},
+		{"zero interval", "check_interval_sec: 0\n", "config.yaml:1: check_interval_sec: must be a positive number"},
+		{"negative interval", "health_publish_interval_sec: -5\n", "health_publish_interval_sec: must be a positive"},
+		{"ttl not above health timeout", "health_timeout_sec: 90\nlock_ttl_sec: 90\n", "lock_ttl_sec: 90 must be greater than health_timeout_sec (90)"},
+		{"empty reboot command", "reboot_command: []\n", "reboot_command: must not be empty"},
+		{"relative reboot command", "reboot_command: [shutdown, -r]\n", "reboot_command[0]: \"shutdown\" must be an absolute path"},
+		{"bad window with line", "windows:\n  deny:\n    - \"* 23:00-06:00\"\n    - \"bogus\"\n", "config.yaml:4: windows.deny[1]: cannot parse"},
+		{"bad timezone", "windows:\n  timezone: Mars/Olympus\n", "windows.timezone: \"Mars/Olympus\" is not a known IANA time zone"},
+		{"backoff order", "backoff_min_sec: 30\nbackoff_max_sec: 10\n", "backoff_max_sec: 10 is below backoff_min_sec (30)"},
+		{"detector type", "reboot_required_detectors:\n  - type: magic\n", "reboot_required_detectors[0].type: \"magic\" is not a detector type"},
+		{"detector missing type", "reboot_required_detectors:\n  - path: /x\n", "reboot_required_detectors[0].type: is missing"},
+		{"file detector relative", "reboot_required_detectors:\n  - type: file\n    path: x\n", "reboot_required_detectors[0].path: \"x\" is not an absolute path"},
+		{"command detector empty", "reboot_required_detectors:\n  - type: command\n", "reboot_required_detectors[0].cmd: a command detector needs cmd"},
+		{"overlapping codes", "reboot_required_detectors:\n  - type: command\n    cmd: [/bin/x]\n    success_exit_codes: [1]\n    not_needed_exit_codes: [1]\n", "exit code 1 is in both"},
+		{"codes on file detector", "reboot_required_detectors:\n  - type: file\n    path: /x\n    success_exit_codes: [1]\n", "apply to type command only"},
+		{"no detectors", "reboot_required_detectors: []\n", "reboot_required_detectors: is empty"},
+		{"duplicate detector names", "reboot_required_detectors:\n  - {type: auto, name: a}\n  - {type: kernel, name: a}\n", "names must be unique"},
+		{"fraction", "cluster_policies:\n  min_healthy_fraction: 1.5\n", "min_healthy_fraction: 1.5 must be between 0 and 1"},
+		{"fallback without nodes", "cluster_policies:\n  forbid_if_only_fallback_left: true\n", "cluster_policies.fallback_nodes: is empty"},
+		{"endpoint not url", "etcd_endpoints: [\"etcd-1:2379\"]\n", "etcd_endpoints[0]: \"etcd-1:2379\" is not an http:// or https:// URL"},
+		{"http with tls", "etcd_endpoints: [\"http://e:2379\"]\netcd_tls: {enabled: true, ca_file: /ca.pem}\n", "plain http while etcd_tls.enabled"},
+		{"cert without key", "etcd_endpoints: [\"https://e:2379\"]\netcd_tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem}\n", "cert_file and key_file go together"},
+		{"missing key file", "etcd_endpoints: [\"https://e:2379\"]\netcd_tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem, key_file: /nonexistent/k.pem}\n", "etcd_tls.key_file: cannot read /nonexistent/k.pem"},
+		{"user without password", "etcd_username: crd\n", "etcd_password_file: must be set"},
+		{"node name", "node_name: \"a/b\"\n", "node_name: \"a/b\" is not a valid node name"},
+		{"lock key trailing slash", "lock_key: /cluster/lock/\n", "lock_key: \"/cluster/lock/\" must start with '/'"},
+		{"lock key outside namespace", "etcd_namespace: /prod/\nlock_key: /other/lock\n", "is outside etcd_namespace"},
+		{"namespace form", "etcd_namespace: prod\n", "etcd_namespace: \"prod\" must start and end with '/'"},
+		{"max holders", "max_holders: 0\n", "max_holders: 0 must be at least 1"},
+		{"group", "group: \"rack 1\"\n", "group: \"rack 1\" must be letters"},
+		{"ttl too short", "lock_ttl_sec: 2\nhealth_timeout_sec: 1\n", "lock_ttl_sec: 2 is too short"},
+		{"relative kill switch", "kill_switch_file: disable\n", "kill_switch_file: \"disable\" is not an absolute path"},
+		{"metrics listen", "metrics: {enabled: true, listen: nine}\n", "metrics.listen: \"nine\" is not host:port"},
+		{"textfile suffix", "metrics: {textfile: /var/lib/node_exporter/crd.txt}\n", "must end in .prom"},
+		{"slot ttl", "reboot_slot_ttl_sec: 10\n", "reboot_slot_ttl_sec: 10 is too short"},
+		{"reboots per day", "max_reboots_per_day: 0\n", "max_reboots_per_day: 0 must be at least 1"},
+		{"hook empty", "pre_reboot_hooks:\n  - name: drain\n", "pre_reboot_hooks[0].cmd: must not be empty"},
+		{"hook relative", "post_reboot_hooks:\n  - cmd: [uncordon]\n", "post_reboot_hooks[0].cmd[0]: \"uncordon\" must be an absolute path"},
+		{"settle", "settle_sec: -1\n", "settle_sec: -1 must not be negative"},
+		{"health script relative", "health_script: check.sh\n", "health_script: \"check.sh\" is not an absolute path"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.body)
+			if err == nil {
+				t.Fatalf("want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q\n does not contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error must be one line: %q", err)
+			}
+			if exitcode.From(err) != 2 {
+				t.Errorf("exit code %d, want 2", exitcode.From(err))
+			}
+		})
+	}
+}
+
+func TestAllProblemsCounted(t *testing.T) {
+	_, err := load(t, "check_interval_sec: 0\nsettle_sec: -1\nmax_holders: 0\n")
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 3 {
+		t.Fatalf("want 3 problems, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "(and 2 more") {
+		t.Errorf("summary missing: %v", err)
+	}
+}
+
+func TestSecretFileModes(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o400, true}, {0o640, false}, {0o644, false}, {0o604, false}} {
+		p := writeFile(t, dir, "pw", "secret", 0o600)
+		if err := os.Chmod(p, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := load(t, "etcd_username: crd\netcd_password_file: "+p+"\n")
+		if (err == nil) != tt.ok {
+			t.Errorf("mode %04o: err = %v, want ok=%v", tt.mode, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("message must say what to do: %v", err)
+		}
+	}
+}
+
+func TestDropInsMergeInLexicalOrder(t *testing.T) {
+	dir := t.TempDir()
+	main := writeFile(t, dir, "config.yaml", "node_name: base\ncheck_interval_sec: 60\nwindows:\n  allow: [\"Tue 22:00-23:00\"]\n  deny: [\"Fri 18:00-Mon 08:00\"]\n", 0o644)
+	writeFile(t, dir, "config.d/20-late.yaml", "check_interval_sec: 30\n", 0o644)
+	writeFile(t, dir, "config.d/10-early.yaml", "check_interval_sec: 10\nnode_name: dropin\nwindows:\n  deny: []\n", 0o644)
+	writeFile(t, dir, "config.d/99-ignored.yml.disabled", "check_interval_sec: 1\n", 0o644)
+	cfg, err := Load(main, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CheckIntervalSec != 30 {
+		t.Errorf("check_interval_sec = %d, want 30 from the lexically last drop-in", cfg.CheckIntervalSec)
+	}
+	if cfg.NodeName != "dropin" {
+		t.Errorf("node_name = %q", cfg.NodeName)
+	}
+	if len(cfg.Windows.Deny) != 0 || len(cfg.Windows.Allow) != 1 {
+		t.Errorf("a drop-in replaces the keys it names and keeps the rest: %+v", cfg.Windows)
+	}
+	if got := cfg.Sources(); len(got) != 3 || !strings.HasSuffix(got[2], "20-late.yaml") {
+		t.Errorf("Sources() = %v", got)
+	}
+	// A bad drop-in names its own file.
+	writeFile(t, dir, "config.d/30-bad.yaml", "check_interval_sec: 0\n", 0o644)
+	cfg, err = Load(main, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(&cfg, main, nil)
+	if err == nil || !strings.Contains(err.Error(), "30-bad.yaml:1: check_interval_sec") {
+		t.Errorf("want the drop-in's file and line, got %v", err)
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nope.yaml")
+	if _, err := Load(p, false); err != nil {
+		t.Errorf("a missing default file means defaults, got %v", err)
+	}
+	_, err := Load(p, true)
+	if err == nil || exitcode.From(err) != 2 || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("an explicit missing file is exit 2, got %v", err)
+	}
+}
+
+func TestParseAndEmpty(t *testing.T) {
+	cfg, err := Parse("stdin", []byte(""))
+	if err != nil || cfg.LockTTLSec != 90 {
+		t.Fatalf("empty document must give defaults: %v %+v", err, cfg)
+	}
+	if _, err := Parse("stdin", []byte("lock_ttl_sec: [")); err == nil || exitcode.From(err) != 2 {
+		t.Errorf("syntax error must be exit 2, got %v", err)
+	}
+}
+
+func TestNamespaceAndGroupKey(t *testing.T) {
+	cfg := Default()
+	cfg.EtcdNamespace = "/prod/crd/"
+	cfg.LockKey = "/prod/crd/lock"
+	cfg.Group = "rack-1"
+	if cfg.Namespace() != "/prod/crd/" || cfg.LockKeyForGroup() != "/prod/crd/lock/rack-1" {
+		t.Errorf("%q %q", cfg.Namespace(), cfg.LockKeyForGroup())
+	}
+}
+
+func TestRestartOnlyChanges(t *testing.T) {
+	old := Default()
+	old.NodeName = "a"
+	next := old
+	next.CheckIntervalSec = 5
+	next.Windows.Deny = []string{"* 00:00-01:00"}
+	if got := RestartOnlyChanges(&old, &next); len(got) != 0 {
+		t.Errorf("hot fields reported as restart-only: %v", got)
+	}
+	next.NodeName = "b"
+	next.Metrics.Listen = "0.0.0.0:1"
+	got := RestartOnlyChanges(&old, &next)
+	if len(got) != 2 || got[0] != "node_name" || got[1] != "metrics.listen" {
+		t.Errorf("got %v", got)
+	}
+	KeepRestartOnly(&old, &next)
+	if len(RestartOnlyChanges(&old, &next)) != 0 || next.CheckIntervalSec != 5 {
+		t.Errorf("KeepRestartOnly: %+v", next)
+	}
+	if len(RestartOnlyFields()) != len(restartOnly) {
+		t.Error("RestartOnlyFields")
+	}
+}
