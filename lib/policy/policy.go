@@ -1,0 +1,180 @@
+// Package policy holds the cluster view every node publishes and reads
+// (health records, reboot slots, the cluster-wide pause) and the built-in
+// cluster policies evaluated on it before the health script runs:
+// min_healthy_absolute, min_healthy_fraction and forbid_if_only_fallback_left.
+//
+// Evaluate is a pure function of the view: the daemon calls it before the
+// lock on the last view it read, and the cluster child again under the lock
+// on a fresh one.
+package policy
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+)
+
+// Node states a health record can carry.
+const (
+	StateIdle        = "idle"         // no reboot needed
+	StateNeedsReboot = "needs_reboot" // a reboot is needed, not yet attempted
+	StateBlocked     = "blocked"      // needed, but a step said "not now"
+	StateWaiting     = "waiting"      // queued for the lock
+	StateRebooting   = "rebooting"    // holds a reboot slot
+	StatePostReboot  = "post_reboot"  // back, running post-reboot checks
+)
+
+// NodeRecord is one node's published health record (<ns>nodes/<node>). It
+// lives on a lease of a few publish intervals, so a node that stops
+// publishing disappears from the view.
+type NodeRecord struct {
+	Node           string    `json:"node"`
+	State          string    `json:"state"`
+	Reason         string    `json:"reason,omitempty"`
+	RebootRequired bool      `json:"reboot_required"`
+	LastCheck      time.Time `json:"last_check"`
+	Group          string    `json:"group,omitempty"`
+	Version        string    `json:"version,omitempty"`
+}
+
+// Slot is a reboot slot (<ns>rebooting/<node>): the node is rebooting.
+type Slot struct {
+	Node   string    `json:"node"`
+	Group  string    `json:"group,omitempty"`
+	Since  time.Time `json:"since"`
+	BootID string    `json:"boot_id,omitempty"`
+	// TTLSec is the slot lease's remaining time to live when read.
+	TTLSec int64 `json:"ttl_sec,omitempty"`
+}
+
+// Pause is the cluster-wide kill switch (<ns>disable).
+type Pause struct {
+	Reason string    `json:"reason"`
+	By     string    `json:"by"`
+	Since  time.Time `json:"since"`
+}
+
+// View is what a node knows about the cluster at ReadAt.
+type View struct {
+	Nodes     []NodeRecord `json:"nodes"`
+	Rebooting []Slot       `json:"rebooting"`
+	Paused    *Pause       `json:"paused,omitempty"`
+	ReadAt    time.Time    `json:"read_at"`
+}
+
+// Healthy reports whether node counts as up: it has a live record and no
+// reboot slot, and its record does not say it is rebooting.
+func (v View) Healthy(node string) bool {
+	for _, s := range v.Rebooting {
+		if s.Node == node {
+			return false
+		}
+	}
+	for _, n := range v.Nodes {
+		if n.Node == node {
+			return n.State != StateRebooting
+		}
+	}
+	return false
+}
+
+// Members is every node the view knows of (records and slots) plus self,
+// sorted.
+func (v View) Members(self string) []string {
+	set := map[string]bool{}
+	if self != "" {
+		set[self] = true
+	}
+	for _, n := range v.Nodes {
+		set[n.Node] = true
+	}
+	for _, s := range v.Rebooting {
+		set[s.Node] = true
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Rules, as named in a Decision.
+const (
+	RuleClusterView  = "cluster_view"
+	RuleAbsolute     = "min_healthy_absolute"
+	RuleFraction     = "min_healthy_fraction"
+	RuleOnlyFallback = "forbid_if_only_fallback_left"
+)
+
+// Decision is the verdict of the built-in policies for one candidate node.
+type Decision struct {
+	Allowed bool `json:"allowed"`
+	// Rule names the broken rule when not allowed.
+	Rule string `json:"rule,omitempty"`
+	// Reason is one line for logs and output.
+	Reason string `json:"reason"`
+	// ClusterSize counts every known member, the candidate included.
+	ClusterSize int `json:"cluster_size"`
+	// HealthyAfter counts healthy members other than the candidate: the
+	// healthy nodes left while the candidate reboots.
+	HealthyAfter int `json:"healthy_after"`
+	// FallbackUp lists the healthy fallback nodes other than the candidate.
+	FallbackUp []string `json:"fallback_up"`
+}
+
+// Active reports whether any built-in policy is configured.
+func Active(p config.Policies) bool {
+	return p.MinHealthyAbsolute > 0 || p.MinHealthyFraction > 0 || p.ForbidIfOnlyFallbackLeft
+}
+
+// Evaluate decides whether self may go down now, counting self as down.
+// With a policy configured and no view read yet, the answer is no: the
+// policies cannot be checked blind.
+func Evaluate(v View, self string, p config.Policies) Decision {
+	members := v.Members(self)
+	d := Decision{ClusterSize: len(members), FallbackUp: []string{}}
+	for _, m := range members {
+		if m != self && v.Healthy(m) {
+			d.HealthyAfter++
+		}
+	}
+	isFallback := false
+	for _, f := range p.FallbackNodes {
+		if f == self {
+			isFallback = true
+		} else if v.Healthy(f) {
+			d.FallbackUp = append(d.FallbackUp, f)
+		}
+	}
+	sort.Strings(d.FallbackUp)
+
+	switch {
+	case !Active(p):
+		d.Allowed, d.Reason = true, "no cluster policy configured"
+	case v.ReadAt.IsZero():
+		d.Rule, d.Reason = RuleClusterView, "no cluster view has been read from etcd yet; policies cannot be checked"
+	case p.MinHealthyAbsolute > 0 && d.HealthyAfter < p.MinHealthyAbsolute:
+		d.Rule = RuleAbsolute
+		d.Reason = fmt.Sprintf("%d of %d nodes would stay healthy while %s reboots, min_healthy_absolute is %d", d.HealthyAfter, d.ClusterSize, self, p.MinHealthyAbsolute)
+	case p.MinHealthyFraction > 0 && d.HealthyAfter < needed(p.MinHealthyFraction, d.ClusterSize):
+		d.Rule = RuleFraction
+		d.Reason = fmt.Sprintf("%d of %d nodes would stay healthy while %s reboots, min_healthy_fraction %.2f needs %d", d.HealthyAfter, d.ClusterSize, self, p.MinHealthyFraction, needed(p.MinHealthyFraction, d.ClusterSize))
+	case p.ForbidIfOnlyFallbackLeft && isFallback && len(d.FallbackUp) == 0:
+		d.Rule = RuleOnlyFallback
+		d.Reason = fmt.Sprintf("%s is the only healthy fallback node (fallback_nodes: %s)", self, strings.Join(p.FallbackNodes, ", "))
+	default:
+		d.Allowed = true
+		d.Reason = fmt.Sprintf("%d of %d nodes stay healthy", d.HealthyAfter, d.ClusterSize)
+	}
+	return d
+}
+
+// needed is the smallest count that reaches fraction of size.
+func needed(fraction float64, size int) int {
+	return int(math.Ceil(fraction*float64(size) - 1e-9))
+}
