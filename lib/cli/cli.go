@@ -10,16 +10,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/charmbracelet/log"
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
 // EnvPrefix is the prefix of the environment variables that set flags:
@@ -44,7 +45,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Format, "format", "", "output `format`: json (default when stdout is not a terminal) or text")
 	fs.StringVar(&c.Node, "node", "", "node `name` (overrides node_name; default the hostname)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format` on stderr: text, json or logfmt")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format` on stderr: text (key=value) or json")
 }
 
 // Parse parses args (and CRD_* environment variables) into fs. A usage error
@@ -105,14 +106,11 @@ func (c *Common) Load(fs *flag.FlagSet, override func(*config.Config)) (config.C
 		}
 		cfg.NodeName = h
 	}
-	if err := config.Validate(&cfg, c.ConfigPath, WindowValidator); err != nil {
+	if err := config.Validate(&cfg, c.ConfigPath, window.Validate); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
 }
-
-// WindowValidator is what config validation uses to parse window specs.
-var WindowValidator config.WindowValidator = nil
 
 // Output resolves --format (extra lists tool-specific formats).
 func (c *Common) Output(stdout io.Writer, extra ...report.Format) (report.Format, error) {
@@ -120,33 +118,8 @@ func (c *Common) Output(stdout io.Writer, extra ...report.Format) (report.Format
 }
 
 // Logger builds the stderr logger for tool, scoped with component=tool.
-func (c *Common) Logger(stderr io.Writer, tool string) (*log.Logger, error) {
-	return NewLogger(stderr, tool, c.LogLevel, c.LogFormat)
-}
-
-// NewLogger builds a charmbracelet logger writing to w.
-func NewLogger(w io.Writer, tool, level, format string) (*log.Logger, error) {
-	lvl, err := log.ParseLevel(strings.ToLower(level))
-	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Config, "--log-level %q: use debug, info, warn or error", level)
-	}
-	l := log.NewWithOptions(w, log.Options{
-		Level:           lvl,
-		ReportTimestamp: true,
-		TimeFormat:      time.RFC3339Nano,
-		Prefix:          tool,
-	})
-	switch format {
-	case "text", "":
-		l.SetFormatter(log.TextFormatter)
-	case "json":
-		l.SetFormatter(log.JSONFormatter)
-	case "logfmt":
-		l.SetFormatter(log.LogfmtFormatter)
-	default:
-		return nil, exitcode.Errorf(exitcode.Config, "--log-format %q: use text, json or logfmt", format)
-	}
-	return l, nil
+func (c *Common) Logger(stderr io.Writer, tool string) (*slog.Logger, error) {
+	return logging.New(stderr, tool, c.LogLevel, c.LogFormat)
 }
 
 // Exec runs a tool and returns its exit status. On failure it prints one line

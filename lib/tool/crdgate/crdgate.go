@@ -1,14 +1,224 @@
-// Package crdgate implements crd-gate. (stub: replaced by the real tool)
+// Package crdgate implements crd-gate: does the cluster allow this node to
+// reboot now? It runs the health script once and answers with its exit
+// status.
+//
+// Synopsis:
+//
+//	crd-gate [--script PATH] [--timeout DURATION] [--phase pre-lock|under-lock|post-reboot]
+//	         [--cluster-size N] [--fallback-set NODE,...] [--dry-run]
+//	         [--config FILE] [--node NAME] [--format json|text] [--log-level L] [--log-format F]
+//
+// Description:
+//
+// crd-gate checks that health_script (or --script) is safe to run as root
+// (a regular executable file, not writable by anyone but root or its owner,
+// in a directory likewise), then runs it without a shell, in the root
+// directory, in its own process group, with a fixed environment that
+// carries the node's view of the cluster (NODE_NAME, CLUSTER_SIZE,
+// FALLBACK_SET, ETCD_ENDPOINTS, CRD_PHASE, LOCK_KEY, the cluster_policies,
+// CRD_DRY_RUN, CRD_HEALTH_TIMEOUT_SEC, PATH, LC_ALL=C) and nothing else: no
+// TLS material, no passwords, none of the caller's variables. After
+// health_timeout_sec (or --timeout) the whole process group is terminated.
+// stdout and stderr are captured up to 64 KiB each and reported.
+//
+// With no health_script configured, crd-gate blocks (fail closed); set
+// health_script to /bin/true to reboot without a cluster health check.
+//
+// --cluster-size and --fallback-set are normally supplied by the daemon from
+// its cluster view; they exist for manual runs. The script contract is
+// docs/health-gate.md.
+//
+// Exit status:
+//
+//	0    healthy: the script exited 0
+//	2    configuration: bad flag or config, script missing, not executable, or writable by others
+//	3    blocked: the script exited non-zero, timed out, was killed, could not start, or none is configured
+//	130  interrupted
+//
+// Example:
+//
+//	crd-gate --script /usr/local/bin/cluster-health-check.sh --timeout 20s --format text
 package crdgate
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
+
+// Tool is the command's name.
+const Tool = "crd-gate"
+
+// logTail bounds the script output copied into a log line.
+const logTail = 4096
+
+// Result is the JSON object crd-gate prints.
+type Result struct {
+	report.Header
+	gate.Result
+	// TimeoutMS is the timeout the script ran under, in milliseconds.
+	TimeoutMS int64 `json:"timeout_ms"`
+}
+
+// Text renders the verdict on one line, then the script's output indented.
+func (r *Result) Text(w io.Writer) error {
+	switch {
+	case r.Healthy:
+		fmt.Fprintf(w, "healthy: %s may reboot (%s): %s in %dms\n", r.Node, r.Phase, r.Reason, r.DurationMS)
+	case r.ExitCode == int(exitcode.HealthBlocked):
+		fmt.Fprintf(w, "blocked: %s may not reboot (%s): %s\n", r.Node, r.Phase, r.Reason)
+	default:
+		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+	writeStream(w, "stdout", r.Stdout, r.StdoutTruncated)
+	writeStream(w, "stderr", r.Stderr, r.StderrTruncated)
+	return nil
+}
+
+func writeStream(w io.Writer, name, s string, truncated bool) {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return
+	}
+	fmt.Fprintf(w, "  %s:\n", name)
+	for _, l := range strings.Split(s, "\n") {
+		fmt.Fprintf(w, "    %s\n", l)
+	}
+	if truncated {
+		fmt.Fprintf(w, "    [truncated at %d bytes]\n", gate.MaxOutput)
+	}
+}
 
 // Run is the entry point of crd-gate.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return exitcode.Errorf(exitcode.Internal, "crd-gate: not implemented yet")
+	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c cli.Common
+	c.Register(fs)
+	script := fs.String("script", "", "health script `path` (overrides health_script)")
+	timeout := fs.Duration("timeout", 0, "kill the script's process group after this `duration`, e.g. 30s (overrides health_timeout_sec)")
+	phase := fs.String("phase", gate.PhasePreLock, "`phase` passed as CRD_PHASE: pre-lock, under-lock or post-reboot")
+	clusterSize := fs.Int("cluster-size", 0, "`number` of nodes passed as CLUSTER_SIZE (0: unknown, passed empty; normally set by the daemon)")
+	fallbackSet := fs.String("fallback-set", "", "comma-separated fallback `nodes` passed as FALLBACK_SET (default cluster_policies.fallback_nodes)")
+	dryRun := fs.Bool("dry-run", false, "tell the script no reboot follows (CRD_DRY_RUN=true; overrides dry_run)")
+
+	res := &Result{Header: report.Header{Tool: Tool}}
+	res.Phase = *phase
+	res.ExitStatus = -1
+	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return emit(stdout, &c, res, err)
+	}
+	res.Phase, res.Node = *phase, c.Node
+	if fs.NArg() > 0 {
+		return emit(stdout, &c, res, exitcode.Errorf(exitcode.Config, "crd-gate: unexpected argument %q; see crd-gate --help", fs.Arg(0)))
+	}
+	if _, err := c.Output(stdout); err != nil {
+		return emit(stdout, &c, res, err)
+	}
+	logger, err := c.Logger(stderr, Tool)
+	if err != nil {
+		return emit(stdout, &c, res, err)
+	}
+	if *clusterSize < 0 {
+		return emit(stdout, &c, res, exitcode.Errorf(exitcode.Config, "crd-gate: --cluster-size %d: must be 0 (unknown) or more", *clusterSize))
+	}
+	if cli.IsSet(fs, "script") && *script != "" && !filepath.IsAbs(*script) {
+		abs, err := filepath.Abs(*script)
+		if err != nil {
+			return emit(stdout, &c, res, exitcode.Errorf(exitcode.Config, "crd-gate: --script %s: %v", *script, err))
+		}
+		*script = abs
+	}
+	cfg, err := c.Load(fs, func(cfg *config.Config) {
+		if cli.IsSet(fs, "script") {
+			cfg.HealthScript = *script
+		}
+		if cli.IsSet(fs, "dry-run") {
+			cfg.DryRun = *dryRun
+		}
+	})
+	res.Node = cfg.NodeName
+	if err != nil {
+		return emit(stdout, &c, res, err)
+	}
+	gctx := gate.FromConfig(cfg, *phase)
+	gctx.ClusterSize = *clusterSize
+	if cli.IsSet(fs, "fallback-set") {
+		gctx.FallbackSet = splitList(*fallbackSet)
+	}
+	limit := gate.Timeout(cfg)
+	if cli.IsSet(fs, "timeout") {
+		limit = *timeout
+	}
+	res.TimeoutMS = limit.Milliseconds()
+
+	logger = logger.With("node", cfg.NodeName, "phase", *phase)
+	logger.Debug("running health script", "script", cfg.HealthScript, "timeout", limit)
+	res.Result = gate.Run(ctx, proc.Exec{}, cfg.HealthScript, limit, gctx)
+	err = res.Result.Err()
+	logResult(logger, res, err)
+	return emit(stdout, &c, res, err)
+}
+
+func logResult(l *slog.Logger, res *Result, err error) {
+	kv := []any{"script", res.Script, "healthy", res.Healthy, "exit_status", res.ExitStatus,
+		"timed_out", res.TimedOut, "duration_ms", res.DurationMS,
+		"stdout", tail(res.Stdout), "stderr", tail(res.Stderr)}
+	switch {
+	case err == nil:
+		l.Info("health gate passed", kv...)
+	case exitcode.CodeOf(err) == exitcode.HealthBlocked:
+		l.Warn("health gate blocked", append(kv, "reason", res.Reason)...)
+	}
+	// Config errors and interruptions are reported once, by cli.Exec.
+}
+
+func tail(s string) string {
+	if len(s) <= logTail {
+		return s
+	}
+	return "..." + strings.ToValidUTF8(s[len(s)-logTail:], "")
+}
+
+// splitList splits "a, b,,c" into [a b c].
+func splitList(s string) []string {
+	out := []string{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// emit prints the one JSON (or text) object and returns err. A bad
+// --format falls back to JSON.
+func emit(stdout io.Writer, c *cli.Common, res *Result, err error) error {
+	format, ferr := c.Output(stdout)
+	if ferr != nil {
+		format = report.JSON
+		if err == nil {
+			err = ferr
+		}
+	}
+	res.Settle(err)
+	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
+		err = werr
+	}
+	return err
 }

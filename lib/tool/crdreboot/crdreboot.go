@@ -1,14 +1,160 @@
-// Package crdreboot implements crd-reboot. (stub: replaced by the real tool)
+// Package crdreboot implements crd-reboot: reboot this node, safely.
+//
+// Synopsis:
+//
+//	crd-reboot [--dry-run] [--state-dir DIR] [--kill-switch-file FILE]
+//	           [--config FILE] [--node NAME] [--format json|text] [--log-level L] [--log-format F]
+//	           [-- COMMAND [ARG...]]
+//
+// Description:
+//
+// crd-reboot checks the kill switch (kill_switch_file, by default
+// /etc/clusterrebootd/disable: while it exists no reboot happens, and its
+// first line is reported as the reason), reads the boot id, writes the
+// reboot marker state_dir/reboot-marker.json atomically (node, boot id,
+// time, command), and only then runs reboot_command (or the COMMAND after
+// --) without a shell, bounded by 60 seconds. If the marker cannot be
+// written, the command never runs. If the command fails, the marker is
+// removed again.
+//
+// With --dry-run (or dry_run: true, or CRD_DRY_RUN=true) crd-reboot checks
+// the kill switch, the boot id and that state_dir is writable, reports the
+// command it would run, and changes nothing: no marker, no command.
+//
+// Exit status:
+//
+//	0    the reboot command ran and exited 0 (in a dry run: it would have run)
+//	2    configuration: bad flag, bad config, empty command or state_dir
+//	6    the kill switch is set (or cannot be checked)
+//	9    reboot failed: the marker could not be written (or, in a dry run,
+//	     state_dir is not writable), the boot id is unreadable, or the command
+//	     failed, timed out or could not start
+//
+// Example:
+//
+//	crd-lock hold -- crd-reboot
+//	crd-reboot --dry-run --format text
 package crdreboot
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"strings"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
+
+// Tool is the command's name.
+const Tool = "crd-reboot"
+
+// Result is the JSON object crd-reboot prints.
+type Result struct {
+	report.Header
+	reboot.Result
+}
+
+// Text renders the outcome on one line.
+func (r *Result) Text(w io.Writer) error {
+	cmd := strings.Join(r.Command, " ")
+	switch {
+	case r.ExitCode == 0 && r.DryRun:
+		fmt.Fprintf(w, "dry run: %s would run %q (marker %s, boot id %s)\n", r.Node, cmd, r.Marker, r.BootID)
+	case r.ExitCode == 0:
+		fmt.Fprintf(w, "reboot requested: %s ran %q (marker %s, boot id %s)\n", r.Node, cmd, r.Marker, r.BootID)
+	case r.KillSwitch:
+		fmt.Fprintf(w, "kill switch: %s does not reboot: %s\n", r.Node, r.KillSwitchReason)
+	default:
+		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+	return nil
+}
 
 // Run is the entry point of crd-reboot.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return exitcode.Errorf(exitcode.Internal, "crd-reboot: not implemented yet")
+	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c cli.Common
+	c.Register(fs)
+	dryRun := fs.Bool("dry-run", false, "report what would be run; write no marker, run nothing (overrides dry_run)")
+	stateDir := fs.String("state-dir", "", "`directory` for the reboot marker (overrides state_dir)")
+	killSwitch := fs.String("kill-switch-file", "", "reboots are disabled while this `file` exists (overrides kill_switch_file)")
+
+	res := &Result{Header: report.Header{Tool: Tool}}
+	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return emit(stdout, &c, res, err)
+	}
+	res.Node = c.Node
+	if _, err := c.Output(stdout); err != nil {
+		return emit(stdout, &c, res, err)
+	}
+	logger, err := c.Logger(stderr, Tool)
+	if err != nil {
+		return emit(stdout, &c, res, err)
+	}
+	cfg, err := c.Load(fs, func(cfg *config.Config) {
+		if cli.IsSet(fs, "dry-run") {
+			cfg.DryRun = *dryRun
+		}
+		if cli.IsSet(fs, "state-dir") {
+			cfg.StateDir = *stateDir
+		}
+		if cli.IsSet(fs, "kill-switch-file") {
+			cfg.KillSwitchFile = *killSwitch
+		}
+		if fs.NArg() > 0 {
+			cfg.RebootCommand = fs.Args()
+		}
+	})
+	res.Node = cfg.NodeName
+	res.DryRun, res.Command = cfg.DryRun, cfg.RebootCommand
+	if err != nil {
+		return emit(stdout, &c, res, err)
+	}
+
+	opts := reboot.FromConfig(cfg)
+	opts.Runner = proc.Exec{}
+	logger = logger.With("node", cfg.NodeName, "dry_run", cfg.DryRun)
+	if !cfg.DryRun {
+		logger.Info("rebooting: writing marker, then running the reboot command", "command", cfg.RebootCommand, "marker", reboot.MarkerPath(cfg.StateDir))
+	}
+	res.Result, err = reboot.Do(ctx, opts)
+	switch code := exitcode.CodeOf(err); {
+	case err == nil && cfg.DryRun:
+		logger.Info("dry run: would reboot", "command", cfg.RebootCommand)
+	case err == nil:
+		logger.Info("reboot requested", "marker", res.Marker, "boot_id", res.BootID)
+	case code == exitcode.KillSwitch:
+		logger.Warn("reboot disabled by the kill switch", "file", cfg.KillSwitchFile, "reason", res.KillSwitchReason)
+	case code == exitcode.RebootFailed && res.CommandStderr != "":
+		logger.Error("reboot command failed", "stderr", res.CommandStderr)
+	}
+	return emit(stdout, &c, res, err)
+}
+
+// emit prints the one JSON (or text) object and returns err. A bad
+// --format falls back to JSON.
+func emit(stdout io.Writer, c *cli.Common, res *Result, err error) error {
+	format, ferr := c.Output(stdout)
+	if ferr != nil {
+		format = report.JSON
+		if err == nil {
+			err = ferr
+		}
+	}
+	res.Settle(err)
+	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
+		err = werr
+	}
+	return err
 }

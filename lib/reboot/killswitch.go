@@ -1,0 +1,99 @@
+package reboot
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxReason bounds the kill switch reason read from the file.
+const maxReason = 200
+
+// KillSwitch reports whether the kill switch file at path is set. Its mere
+// presence (any file type, any content) disables reboots; the first line of
+// a readable regular file, trimmed and at most 200 bytes, is the reason.
+//
+// Fail safe: when the presence cannot be determined (a stat error other
+// than "does not exist", such as EACCES on a parent directory), the switch
+// counts as set, reason says why, and err carries the underlying error for
+// logging. An empty path means no kill switch is configured: not set.
+func KillSwitch(path string) (set bool, reason string, err error) {
+	if path == "" {
+		return false, "", nil
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, "", nil
+	}
+	if err != nil {
+		return true, fmt.Sprintf("cannot tell whether kill switch %s is set (%v); treating it as set", path, unwrapPathErr(err)), err
+	}
+	reason = "present"
+	if fi.Mode().IsRegular() {
+		if line, rerr := firstLine(path); rerr != nil {
+			reason = fmt.Sprintf("present (content unreadable: %v)", unwrapPathErr(rerr))
+		} else if line != "" {
+			reason = line
+		}
+	}
+	return true, reason, nil
+}
+
+// firstLine reads the first line of path, bounded to maxReason bytes.
+func firstLine(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	// Read a little past the bound so that a long first line is cut, not
+	// mistaken for a short one.
+	r := bufio.NewReader(io.LimitReader(f, 4096))
+	line, err := r.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	line = strings.TrimSpace(line)
+	if len(line) > maxReason {
+		line = strings.ToValidUTF8(line[:maxReason], "") + "..."
+	}
+	return line, nil
+}
+
+// BootID reads the kernel's boot id from <root>/proc/sys/kernel/random/boot_id
+// (root "" or "/" is the real one). It changes on every boot, which is how
+// the marker tells a completed reboot from a requested one.
+func BootID(root string) (string, error) {
+	p := filepath.Join(rootOr(root), "proc/sys/kernel/random/boot_id")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("reboot: read boot id %s: %w", p, unwrapPathErr(err))
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("reboot: boot id %s is empty", p)
+	}
+	return id, nil
+}
+
+func rootOr(root string) string {
+	if root == "" {
+		return "/"
+	}
+	return root
+}
+
+// unwrapPathErr drops the "op path:" prefix of a *fs.PathError: messages
+// already name the file.
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,249 @@
+// Package reboot carries out the reboot itself, safely: it honours the kill
+// switch, records a reboot marker (with the boot id) in state_dir before
+// anything else happens, and only then runs reboot_command, without a
+// shell. A node that cannot write its marker does not reboot; a reboot
+// command that fails leaves no marker behind.
+//
+// The daemon and crd-reboot both call Do.
+package reboot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+)
+
+// DefaultTimeout bounds the reboot command. `systemctl reboot` only queues
+// the reboot job and returns within a second or two.
+const DefaultTimeout = 60 * time.Second
+
+// Path is the PATH the reboot command gets, whatever the caller's.
+const Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Options describe one reboot.
+type Options struct {
+	// Node names this node in the marker.
+	Node string
+	// Command is reboot_command: argv, run without a shell.
+	Command []string
+	// DryRun reports what would happen and changes nothing: no marker is
+	// written and no command runs.
+	DryRun bool
+	// KillSwitchFile disables reboots while it exists ("" = none).
+	KillSwitchFile string
+	// StateDir holds the marker; it must survive the reboot.
+	StateDir string
+	// Root is the file system root for /proc ("" = "/").
+	Root string
+	// Runner runs the command (nil: proc.Exec).
+	Runner proc.Runner
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Timeout bounds the command (0: DefaultTimeout).
+	Timeout time.Duration
+	// Extra is copied into the marker (e.g. fencing_token, lease_id).
+	Extra map[string]string
+}
+
+// Result says what Do did or, in a dry run, would have done.
+type Result struct {
+	DryRun  bool     `json:"dry_run"`
+	Command []string `json:"command"`
+	// Marker is the marker's path (written only when Executed or while the
+	// command ran).
+	Marker string `json:"marker"`
+	BootID string `json:"boot_id"`
+	// KillSwitch is set when the kill switch stopped the reboot.
+	KillSwitch       bool   `json:"kill_switch"`
+	KillSwitchReason string `json:"kill_switch_reason,omitempty"`
+	// RequestedAt is when the marker was written (RFC 3339).
+	RequestedAt string `json:"requested_at,omitempty"`
+	// Executed is true when the reboot command ran and exited 0.
+	Executed bool `json:"executed"`
+	// CommandExitStatus is the command's exit status when it ran (-1: it
+	// was killed or could not start).
+	CommandExitStatus *int `json:"command_exit_status,omitempty"`
+	// CommandStderr is the tail of the command's stderr when it failed.
+	CommandStderr string `json:"command_stderr,omitempty"`
+}
+
+// Do reboots the node, in this order:
+//
+//  1. the kill switch is checked: set (or undeterminable) → exitcode.KillSwitch;
+//  2. the boot id is read: unreadable → exitcode.RebootFailed;
+//  3. in a dry run, state_dir is checked for writability (not written) and
+//     Do returns without running anything;
+//  4. the marker is written: failure → exitcode.RebootFailed, and the
+//     command never runs;
+//  5. the command runs with a timeout; a non-zero exit, a timeout or a
+//     start failure removes the marker and is exitcode.RebootFailed.
+//
+// Once the marker is written the command is not interrupted by ctx: a
+// reboot that has been decided and recorded runs to its end (bounded by
+// the timeout), since a shutdown signal may be the reboot itself arriving.
+func Do(ctx context.Context, o Options) (Result, error) {
+	res := Result{DryRun: o.DryRun, Command: o.Command, Marker: MarkerPath(o.StateDir)}
+	if len(o.Command) == 0 || o.Command[0] == "" {
+		return res, exitcode.Errorf(exitcode.Config, "reboot: reboot_command is empty; set it, e.g. [/usr/bin/systemctl, reboot]")
+	}
+	if o.StateDir == "" {
+		return res, exitcode.Errorf(exitcode.Config, "reboot: state_dir is empty; set it, e.g. /var/lib/clusterrebootd")
+	}
+	if set, reason, kerr := KillSwitch(o.KillSwitchFile); set {
+		res.KillSwitch, res.KillSwitchReason = true, reason
+		if kerr != nil {
+			return res, exitcode.Errorf(exitcode.KillSwitch, "reboot: %s; make the path checkable to allow reboots", reason)
+		}
+		return res, exitcode.Errorf(exitcode.KillSwitch, "reboot: kill switch %s is set (%s); remove the file to allow reboots", o.KillSwitchFile, reason)
+	}
+	id, err := BootID(o.Root)
+	if err != nil {
+		return res, exitcode.Errorf(exitcode.RebootFailed, "%v; refusing to reboot without it (the marker needs it to tell a completed reboot)", err)
+	}
+	res.BootID = id
+	if o.DryRun {
+		if err := probeWritable(o.StateDir); err != nil {
+			return res, exitcode.Errorf(exitcode.RebootFailed, "reboot: dry run: state_dir %s is not writable (%v); a real run would refuse to reboot", o.StateDir, err)
+		}
+		return res, nil
+	}
+
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	m := Marker{Version: MarkerVersion, Node: o.Node, BootID: id, RequestedAt: now().UTC().Truncate(time.Second), Command: o.Command, Extra: o.Extra}
+	if err := WriteMarker(o.StateDir, m); err != nil {
+		return res, err
+	}
+	res.RequestedAt = m.RequestedAt.Format(time.RFC3339)
+
+	runner := o.Runner
+	if runner == nil {
+		runner = proc.Exec{}
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	pr := runner.Run(context.WithoutCancel(ctx), proc.Spec{Argv: o.Command, Env: []string{"PATH=" + Path, "LC_ALL=C"}, Dir: "/", Timeout: timeout})
+	if pr.StartErr == nil {
+		status := pr.ExitCode
+		res.CommandExitStatus = &status
+	}
+	if pr.OK() {
+		res.Executed = true
+		return res, nil
+	}
+	res.CommandStderr = tail(pr.Stderr, 2048)
+	why := describe(pr, timeout)
+	if rerr := RemoveMarker(o.StateDir); rerr != nil {
+		why += fmt.Sprintf("; and the marker could not be removed (%v): remove %s by hand", rerr, res.Marker)
+	}
+	return res, exitcode.Errorf(exitcode.RebootFailed, "reboot: reboot command %s %s; check reboot_command", strings.Join(o.Command, " "), why)
+}
+
+// describe says in a few words how the command failed.
+func describe(pr proc.Result, timeout time.Duration) string {
+	var why string
+	switch {
+	case pr.StartErr != nil:
+		why = fmt.Sprintf("could not be started: %v", unwrapPathErr(pr.StartErr))
+	case pr.TimedOut:
+		why = fmt.Sprintf("timed out after %s", timeout)
+	case pr.Signal != "":
+		why = "was killed by signal " + signalName(pr.Signal)
+	default:
+		why = fmt.Sprintf("exited %d", pr.ExitCode)
+	}
+	if l := lastLine(pr.Stderr); l != "" {
+		why += ": " + l
+	}
+	return why
+}
+
+// probeWritable checks, without writing, that dir could be created and
+// written: the nearest existing ancestor must be a directory that passes
+// access(2) for writing (which also reports a read-only file system).
+func probeWritable(dir string) error {
+	d := filepath.Clean(dir)
+	for {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", d)
+			}
+			if err := unix.Access(d, unix.W_OK|unix.X_OK); err != nil {
+				return fmt.Errorf("%s: %w", d, err)
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return unwrapPathErr(err)
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return unwrapPathErr(err)
+		}
+		d = parent
+	}
+}
+
+// tail keeps the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[len(s)-n:], "")
+}
+
+// lastLine is the last non-empty line of s, at most 200 bytes.
+func lastLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			if len(l) > maxReason {
+				l = strings.ToValidUTF8(l[:maxReason], "") + "..."
+			}
+			return l
+		}
+	}
+	return ""
+}
+
+// signalName turns syscall.Signal.String() text ("killed") back into the
+// name operators know ("SIGKILL").
+func signalName(s string) string {
+	for i := 1; i < 65; i++ {
+		if sig := syscall.Signal(i); sig.String() == s {
+			if n := unix.SignalName(sig); n != "" {
+				return n
+			}
+		}
+	}
+	return s
+}
+
+// FromConfig fills the Options that cfg decides: node, reboot_command,
+// dry_run, kill_switch_file and state_dir.
+func FromConfig(cfg config.Config) Options {
+	return Options{
+		Node:           cfg.NodeName,
+		Command:        cfg.RebootCommand,
+		DryRun:         cfg.DryRun,
+		KillSwitchFile: cfg.KillSwitchFile,
+		StateDir:       cfg.StateDir,
+	}
+}
