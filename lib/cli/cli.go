@@ -52,13 +52,21 @@ func (c *Common) Register(fs *flag.FlagSet) {
 // carries exit code 2; -h/--help returns flag.ErrHelp (exit 0) after usage is
 // printed to fs.Output().
 func Parse(fs *flag.FlagSet, args []string) error {
-	fs.Usage = usage(fs)
+	// The flag package prints the error and the whole usage on a bad flag;
+	// we want one line naming the problem, and the usage only on --help.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	err := ff.Parse(fs, args, ff.WithEnvVarPrefix(EnvPrefix))
+	fs.SetOutput(out)
+	fs.Usage = usage(fs)
 	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
 		return err
 	}
 	if err != nil {
-		return exitcode.Errorf(exitcode.Config, "%s: %v (see %s --help)", fs.Name(), err, fs.Name())
+		msg := strings.TrimPrefix(err.Error(), "error parsing commandline arguments: ")
+		return exitcode.Errorf(exitcode.Config, "%s: %s (see %s --help)", fs.Name(), msg, fs.Name())
 	}
 	return nil
 }

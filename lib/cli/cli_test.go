@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+func newFS(out io.Writer) (*flag.FlagSet, *Common, *int) {
+	fs := flag.NewFlagSet("crd-test", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var c Common
+	c.Register(fs)
+	n := fs.Int("count", 1, "a number")
+	return fs, &c, n
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		code     int
+		wantOut  string // substring of what the flag set printed
+		noOutput bool
+		errHas   string
+	}{
+		{"ok", []string{"--count", "3"}, nil, 0, "", true, ""},
+		{"unknown flag is one line, no usage dump", []string{"--bogus"}, nil, 2, "", true, "crd-test: flag provided but not defined: -bogus (see crd-test --help)"},
+		{"bad value", []string{"--count", "x"}, nil, 2, "", true, "invalid value \"x\" for flag -count"},
+		{"help prints usage, exit 0", []string{"--help"}, nil, 0, "CRD_<FLAG_NAME>", false, ""},
+		{"env sets a flag", nil, map[string]string{"CRD_COUNT": "7"}, 0, "", true, ""},
+		{"bad env value", nil, map[string]string{"CRD_COUNT": "seven"}, 2, "", true, "CRD_COUNT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var out bytes.Buffer
+			fs, _, n := newFS(&out)
+			err := Parse(fs, tt.args)
+			if got := exitcode.From(err); got != tt.code {
+				t.Fatalf("exit %d, want %d (err %v)", got, tt.code, err)
+			}
+			if tt.noOutput && out.Len() > 0 {
+				t.Errorf("printed %q, want nothing", out.String())
+			}
+			if !strings.Contains(out.String(), tt.wantOut) {
+				t.Errorf("output %q lacks %q", out.String(), tt.wantOut)
+			}
+			if tt.errHas != "" && (err == nil || !strings.Contains(err.Error(), tt.errHas)) {
+				t.Errorf("error %v lacks %q", err, tt.errHas)
+			}
+			if tt.name == "env sets a flag" && (*n != 7 || !IsSet(fs, "count")) {
+				t.Errorf("count = %d, set=%v", *n, IsSet(fs, "count"))
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "c.yaml")
+	os.WriteFile(good, []byte("node_name: from-file\ncheck_interval_sec: 9\n"), 0o644)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("windows:\n  deny: [\"Fry 18:00-Mon 08:00\"]\n"), 0o644)
+
+	fs, c, _ := newFS(io.Discard)
+	if err := Parse(fs, []string{"--config", good, "--node", "flag-node"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.Load(fs, func(cfg *config.Config) { cfg.CheckIntervalSec = 11 })
+	if err != nil || cfg.NodeName != "flag-node" || cfg.CheckIntervalSec != 11 {
+		t.Fatalf("flags must override the file: %+v %v", cfg.NodeName, err)
+	}
+
+	fs, c, _ = newFS(io.Discard)
+	Parse(fs, []string{"--config", bad})
+	_, err = c.Load(fs, nil)
+	if exitcode.From(err) != 2 || !strings.Contains(err.Error(), "bad.yaml:2: windows.deny[0]") {
+		t.Errorf("a bad window names file, line and field: %v", err)
+	}
+
+	fs, c, _ = newFS(io.Discard)
+	Parse(fs, []string{"--config", filepath.Join(dir, "missing.yaml")})
+	if _, err = c.Load(fs, nil); exitcode.From(err) != 2 {
+		t.Errorf("an explicit missing config is exit 2: %v", err)
+	}
+
+	fs, c, _ = newFS(io.Discard)
+	c.ConfigPath = filepath.Join(dir, "missing.yaml") // as if the default: not set on the command line
+	cfg, err = c.Load(fs, nil)
+	if err != nil || cfg.NodeName == "" {
+		t.Errorf("a missing default config means defaults and the hostname: %v %q", err, cfg.NodeName)
+	}
+}
+
+func TestExec(t *testing.T) {
+	run := func(err error) RunFunc {
+		return func(context.Context, []string, io.Reader, io.Writer, io.Writer) error { return err }
+	}
+	tests := []struct {
+		name   string
+		err    error
+		code   int
+		stderr string
+	}{
+		{"ok", nil, 0, ""},
+		{"no is an answer, not an error", exitcode.Errorf(exitcode.No, "no reboot needed"), 1, ""},
+		{"coded error printed once with the tool prefix", exitcode.Errorf(exitcode.LockBusy, "held by n2"), 4, "crd-x: held by n2\n"},
+		{"prefix not doubled", exitcode.Errorf(exitcode.Config, "crd-x: bad"), 2, "crd-x: bad\n"},
+		{"uncoded is internal", errors.New("boom"), 70, "crd-x: boom\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			got := Exec(context.Background(), "crd-x", run(tt.err), nil, nil, io.Discard, &stderr)
+			if got != tt.code || stderr.String() != tt.stderr {
+				t.Errorf("code %d stderr %q, want %d %q", got, stderr.String(), tt.code, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestLoggerAndOutput(t *testing.T) {
+	c := Common{LogLevel: "info", LogFormat: "json"}
+	if _, err := c.Logger(io.Discard, "x"); err != nil {
+		t.Fatal(err)
+	}
+	c.LogFormat = "xml"
+	if _, err := c.Logger(io.Discard, "x"); exitcode.From(err) != 2 {
+		t.Errorf("bad log format: %v", err)
+	}
+	c.Format = "text"
+	if f, err := c.Output(io.Discard); err != nil || f != "text" {
+		t.Errorf("%v %v", f, err)
+	}
+}
