@@ -165,10 +165,18 @@ func (v *validator) detectors() {
 		switch d.Type {
 		case "file":
 			v.absPath(f+".path", d.Path, true)
+			if len(d.Cmd) > 0 {
+				v.bad(f+".cmd", "type file takes path, not cmd")
+			}
 		case "command":
 			if len(d.Cmd) == 0 || d.Cmd[0] == "" {
 				v.bad(f+".cmd", "a command detector needs cmd, e.g. [\"/usr/bin/needs-restarting\", \"-r\"]")
 			}
+			if d.Path != "" {
+				v.bad(f+".path", "type command takes cmd, not path")
+			}
+			v.exitCodes(f+".success_exit_codes", d.SuccessExitCodes)
+			v.exitCodes(f+".not_needed_exit_codes", d.NotNeededExitCodes)
 		case "auto", "kernel":
 			if d.Path != "" || len(d.Cmd) > 0 {
 				v.bad(f, "type %s takes neither path nor cmd", d.Type)
@@ -191,11 +199,28 @@ func (v *validator) detectors() {
 		if d.TimeoutSec < 0 {
 			v.bad(f+".timeout_sec", "%d must not be negative", d.TimeoutSec)
 		}
+		if d.Name == "any" {
+			v.bad(f+".name", "\"any\" is reserved (it labels the overall answer in metrics); choose another name")
+		}
 		if d.Name != "" {
 			if names[d.Name] {
 				v.bad(f+".name", "%q is used by another detector; names must be unique", d.Name)
 			}
 			names[d.Name] = true
+		}
+	}
+}
+
+// exitCodes checks a detector's declared exit codes: 0-255, and never 126 or
+// 127, which a wrapper uses for "cannot execute" and "not found" — treating
+// those as an answer is how a missing needs-restarting turns into a reboot loop.
+func (v *validator) exitCodes(field string, codes []int) {
+	for _, c := range codes {
+		switch {
+		case c < 0 || c > 255:
+			v.bad(field, "%d is not an exit code (0-255)", c)
+		case c == 126 || c == 127:
+			v.bad(field, "%d means the program could not be run (not executable / not found) and cannot be an answer", c)
 		}
 	}
 }

@@ -1,14 +1,180 @@
-// Package crddetect implements crd-detect. (stub: replaced by the real tool)
+// Package crddetect implements crd-detect: is a reboot needed on this node?
+//
+// Synopsis:
+//
+//	crd-detect [--detector auto|kernel|file:PATH|command:ARGV]... [--detector-file PATH]...
+//	           [--detector-cmd ARGV]... [--detector-timeout SEC] [--root DIR]
+//	           [--running-kernel RELEASE] [--config FILE] [--node NAME]
+//	           [--format json|text|nagios|prom] [--log-level L] [--log-format F]
+//
+// Description:
+//
+// crd-detect runs the detectors of reboot_required_detectors (or those given
+// with --detector, --detector-file and --detector-cmd, which replace them) and
+// answers through its exit status and one JSON object on stdout:
+// reboot_required and, per detector, name, type, required, detail or error,
+// duration_ms. A reboot is required only when a detector says so and no
+// detector failed; a failed detector (missing program, timeout, an exit code
+// outside the declared lists, an unreadable path) makes the answer exit 8,
+// never "needed" and never "not needed". See docs/detectors.md.
+//
+// --format nagios prints one Nagios plugin status line (with perfdata and a
+// line per detector) and exits with Nagios's codes; --format prom prints the
+// node_exporter textfile format and keeps the table below.
+//
+// Exit status:
+//
+//	0  a reboot is required (nagios: 0 OK, no reboot required)
+//	1  no reboot is required (nagios: 1 WARNING, a reboot is required)
+//	2  bad usage, bad flag, invalid configuration (nagios: 3 UNKNOWN)
+//	8  a detector failed; no answer (nagios: 3 UNKNOWN)
+//	130 interrupted (nagios: 3 UNKNOWN)
+//
+// Example:
+//
+//	crd-detect --detector-file /var/run/reboot-required && echo "reboot needed"
+//	crd-detect --detector auto --detector kernel --format text
+//	crd-detect --format prom > /var/lib/node_exporter/crd.prom.$$; mv /var/lib/node_exporter/crd.prom.$$ /var/lib/node_exporter/crd.prom
 package crddetect
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"io"
+	"os"
+	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
+
+// Tool is the name in output and messages.
+const Tool = "crd-detect"
+
+// Formats crd-detect accepts besides json and text.
+const (
+	Nagios report.Format = "nagios"
+	Prom   report.Format = "prom"
+)
+
+// Result is the JSON object crd-detect prints.
+type Result struct {
+	report.Header
+	// RebootRequired is true exactly when exit_code is 0.
+	RebootRequired bool `json:"reboot_required"`
+	// Detectors holds each detector's answer, in configuration order.
+	Detectors []detect.Result `json:"detectors"`
+	// DurationMS is how long the whole check took.
+	DurationMS int64 `json:"duration_ms"`
+}
 
 // Run is the entry point of crd-detect.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return exitcode.Errorf(exitcode.Internal, "crd-detect: not implemented yet")
+	start := time.Now()
+	res := &Result{Header: report.Header{Tool: Tool}, Detectors: []detect.Result{}}
+	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c cli.Common
+	c.Register(fs)
+	var o options
+	o.register(fs)
+	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		res.Node = c.Node
+		return finish(stdout, formatAfterUsageError(c.Format), res, err, start)
+	}
+	res.Node = c.Node
+	format, err := c.Output(stdout, Nagios, Prom)
+	if err != nil {
+		return finish(stdout, report.JSON, res, err, start)
+	}
+	if o.timeoutSec < 0 {
+		return finish(stdout, format, res, exitcode.Errorf(exitcode.Config, "%s: --detector-timeout %d: must be a positive number of seconds (0: timeout_sec of each detector)", Tool, o.timeoutSec), start)
+	}
+	logger, err := c.Logger(stderr, Tool)
+	if err != nil {
+		return finish(stdout, format, res, err, start)
+	}
+	cfg, err := c.Load(fs, o.apply)
+	if cfg.NodeName != "" {
+		res.Node = cfg.NodeName
+	}
+	if err != nil {
+		return finish(stdout, format, res, err, start)
+	}
+	env := detect.Env{Root: o.root}
+	if o.runningKernel != "" {
+		release := o.runningKernel
+		env.Uname = func() (string, error) { return release, nil }
+	}
+	ds, err := detect.New(cfg.Detectors, env)
+	if err != nil {
+		return finish(stdout, format, res, err, start)
+	}
+	rep := detect.Check(ctx, ds)
+	for _, r := range rep.Detectors {
+		logger.Debug("detector", "detector", r.Name, "type", r.Type, "required", r.Required, "detail", r.Detail, "error", r.Err, "duration_ms", r.DurationMS)
+	}
+	res.Detectors = rep.Detectors
+	res.RebootRequired = rep.RebootRequired
+	return finish(stdout, format, res, verdict(rep), start)
+}
+
+// verdict turns a report into Run's error: nil when a reboot is required,
+// exit code 1 when not, the report's error otherwise.
+func verdict(rep detect.Report) error {
+	if rep.Err != nil {
+		return rep.Err
+	}
+	if !rep.RebootRequired {
+		return exitcode.Errorf(exitcode.No, "%s: no reboot required", Tool)
+	}
+	return nil
+}
+
+// formatAfterUsageError picks the output of a run whose flags did not
+// parse: nagios and prom when asked for (a monitoring system reads them),
+// text when asked for, JSON otherwise.
+func formatAfterUsageError(f string) report.Format {
+	switch report.Format(f) {
+	case Nagios, Prom, report.Text:
+		return report.Format(f)
+	}
+	return report.JSON
+}
+
+// finish prints res in format and returns the error Run ends with: err,
+// except in nagios mode, where the exit codes are Nagios's.
+func finish(stdout io.Writer, format report.Format, res *Result, err error, start time.Time) error {
+	if res.Node == "" {
+		// Before the configuration is loaded: the name it would default to.
+		res.Node, _ = os.Hostname()
+	}
+	res.Settle(err)
+	if exitcode.CodeOf(err) == exitcode.No {
+		res.Error = "" // "no reboot required" is an answer, not an error.
+	}
+	res.DurationMS = time.Since(start).Milliseconds()
+	switch format {
+	case Nagios:
+		if werr := writeNagios(stdout, res); werr != nil {
+			return exitcode.New(nagiosUnknown, werr)
+		}
+		return nagiosError(err)
+	case Prom:
+		if werr := writeProm(stdout, res, time.Now()); werr != nil && err == nil {
+			return exitcode.Errorf(exitcode.Internal, "%s: write metrics: %w", Tool, werr)
+		}
+		return err
+	default:
+		if werr := report.Write(stdout, format, res); werr != nil && err == nil {
+			return exitcode.Errorf(exitcode.Internal, "%s: write result: %w", Tool, werr)
+		}
+		return err
+	}
 }

@@ -1,0 +1,174 @@
+package detect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// KernelRelease returns the running kernel's release, as `uname -r` prints it.
+func KernelRelease() (string, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "", fmt.Errorf("uname: %w", err)
+	}
+	return unix.ByteSliceToString(u.Release[:]), nil
+}
+
+// kernel compares the running kernel with the newest installed kernel of
+// the same flavor.
+type kernel struct {
+	name string
+	env  Env
+}
+
+func (k *kernel) Name() string { return k.name }
+func (k *kernel) Type() string { return TypeKernel }
+
+func (k *kernel) Detect(ctx context.Context) Result {
+	start := time.Now()
+	r := checkKernel(k.env)
+	r.Name, r.Type = k.name, TypeKernel
+	r.DurationMS = since(start)
+	return r
+}
+
+func checkKernel(env Env) Result {
+	var r Result
+	running, err := env.uname()
+	if err != nil {
+		r.Err = fmt.Sprintf("cannot read the running kernel release: %v", err)
+		return r
+	}
+	running = strings.TrimSpace(running)
+	if running == "" {
+		r.Err = "the running kernel release is empty"
+		return r
+	}
+	installed, err := installedKernels(env)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	flavor := Flavor(running)
+	var same, other []string
+	for v := range installed {
+		if Flavor(v) == flavor {
+			same = append(same, v)
+		} else {
+			other = append(other, v)
+		}
+	}
+	sort.Strings(other)
+	if len(same) == 0 {
+		r.Err = fmt.Sprintf("no installed kernel of the running flavor %q (running %s) under %s", flavor, running, env.display("/boot and /lib/modules"))
+		if len(other) > 0 {
+			r.Err += fmt.Sprintf("; found other flavors: %s", strings.Join(other, ", "))
+		}
+		r.Err += "; install the kernel or use another detector (in a container, mount the host's /boot or /lib/modules and pass --root)"
+		return r
+	}
+	sort.Slice(same, func(i, j int) bool { return CompareVersions(same[i], same[j]) < 0 })
+	newest := same[len(same)-1]
+	switch c := CompareVersions(newest, running); {
+	case c > 0:
+		r.Required = true
+		r.Detail = fmt.Sprintf("running kernel %s, newest installed %s (%s)", running, newest, installed[newest])
+	case c == 0:
+		r.Detail = fmt.Sprintf("running kernel %s is the newest installed", running)
+	default:
+		r.Detail = fmt.Sprintf("running kernel %s is newer than every installed one (newest %s)", running, newest)
+	}
+	return r
+}
+
+// installedKernels maps each installed kernel release to the file that
+// proves it, from /boot and /lib/modules (and /usr/lib/modules) under Root.
+func installedKernels(env Env) (map[string]string, error) {
+	found := map[string]string{}
+	seenDir := false
+	boot, err := readDir(env, "/boot")
+	if err != nil {
+		return nil, err
+	}
+	seenDir = seenDir || boot != nil
+	// Kernel images in /boot: vmlinuz-VERSION (x86, most), vmlinux-VERSION
+	// (ppc64, SUSE's debug copy .gz), Image-VERSION (arm64 on SUSE).
+	bootImagePrefixes := []string{"vmlinuz-", "vmlinux-", "Image-"}
+	for _, e := range boot {
+		name := e.Name()
+		for _, p := range bootImagePrefixes {
+			v, ok := strings.CutPrefix(name, p)
+			if !ok || v == "" || strings.Contains(v, "-rescue-") {
+				continue
+			}
+			v = strings.TrimSuffix(v, ".gz")
+			if _, dup := found[v]; !dup {
+				found[v] = path.Join("/boot", name)
+			}
+		}
+	}
+	// These prove that /lib/modules/VERSION belongs to an installed kernel:
+	// its image (Fedora, RHEL, SUSE with usrmerge) or the depmod index that
+	// package removal deletes. A bare directory — what DKMS or a stray module
+	// leaves behind after a kernel was removed — does not count: counting it
+	// would report, every cycle, a reboot that can never boot that kernel.
+	moduleDirMarkers := []string{"vmlinuz", "vmlinux", "Image", "modules.dep"}
+	for _, dir := range []string{"/lib/modules", "/usr/lib/modules"} {
+		entries, err := readDir(env, dir)
+		if err != nil {
+			return nil, err
+		}
+		seenDir = seenDir || entries != nil
+		for _, e := range entries {
+			v := e.Name()
+			if _, dup := found[v]; dup {
+				continue
+			}
+			for _, m := range moduleDirMarkers {
+				p := path.Join(dir, v, m)
+				if real, err := env.resolve(p); err == nil {
+					if _, err := os.Stat(real); err == nil {
+						found[v] = p
+						break
+					}
+				}
+			}
+		}
+	}
+	if len(found) == 0 {
+		what := "no kernel image or module index"
+		if !seenDir {
+			what = "neither /boot nor /lib/modules"
+		}
+		return nil, fmt.Errorf("found %s%s; the kernel detector cannot compare (in a container, mount the host's /boot and /lib/modules and pass --root)", what, env.display(""))
+	}
+	return found, nil
+}
+
+// readDir lists dir under Root; a missing directory is nil, nil.
+func readDir(env Env, dir string) ([]os.DirEntry, error) {
+	real, err := env.resolve(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resolve %s: %w", env.display(dir), err)
+	}
+	entries, err := os.ReadDir(real)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot list %s: %w", env.display(dir), err)
+	}
+	if entries == nil {
+		entries = []os.DirEntry{}
+	}
+	return entries, nil
+}
