@@ -1,14 +1,85 @@
-// Package clusterrebootd implements clusterrebootd. (stub: replaced by the real tool)
+// Package clusterrebootd implements clusterrebootd, the per-node daemon that
+// reboots the node when it needs it, one node (or max_holders) at a time
+// across the cluster, inside maintenance windows, only while the cluster is
+// healthy.
+//
+// Synopsis:
+//
+//	clusterrebootd [run] [--config FILE] [--dry-run] [--once] [--crd-lock PATH]
+//	clusterrebootd simulate [--config FILE] [--crd-lock PATH]
+//	clusterrebootd status [--config FILE] [--format text|json]
+//	clusterrebootd validate-config [--config FILE]
+//	clusterrebootd version [--format text|json]
+//	clusterrebootd pause --reason TEXT
+//	clusterrebootd resume [--local]
+//
+// Description:
+//
+// run (the default) is the daemon: every check_interval_sec it runs the
+// cycle of docs/architecture.md — post-reboot checks, kill switch, detect,
+// window, built-in policies and the pre-lock health gate in this process,
+// then `crd-lock step cycle` (lock, re-checks under the lock, reboot slot,
+// hooks, reboot command) in a short-lived child. --once runs one cycle and
+// exits with its result. simulate runs one cycle with dry_run forced and
+// changes nothing, printing each step's decision. status shows the cluster
+// from etcd and this node's local state. pause/resume set and clear the
+// cluster-wide kill switch; resume --local clears this node's reboot_loop
+// block. Operations: docs/daemon.md.
+//
+// Exit status:
+//
+// run (daemon) 0 when stopped by SIGTERM/SIGINT, 2 on a configuration error.
+// run --once and simulate: 0 a reboot was started (or would be, in a dry
+// run), 1 no reboot needed, otherwise the code of the step that blocked: 3
+// health or policy, 4 lock, 5 window, 6 kill switch or pause, 7 etcd, 8
+// detector, 9 hook or reboot command, 10 reboot loop, 130 interrupted.
+// validate-config: 0 valid, 2 invalid. status/pause/resume: 0, or 7 etcd.
+//
+// Example:
+//
+//	clusterrebootd validate-config --config /etc/clusterrebootd/config.yaml
+//	clusterrebootd simulate --format text
+//	clusterrebootd pause --reason "change freeze until Monday (JIRA-42)"
 package clusterrebootd
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
+// Tool is the program's name in output.
+const Tool = "clusterrebootd"
+
 // Run is the entry point of clusterrebootd.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return exitcode.Errorf(exitcode.Internal, "clusterrebootd: not implemented yet")
+	sub := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "run":
+		return runCmd(ctx, args, stdout, stderr, false)
+	case "simulate":
+		return runCmd(ctx, args, stdout, stderr, true)
+	case "status":
+		return statusCmd(ctx, args, stdout, stderr)
+	case "validate-config":
+		return validateCmd(args, stdout, stderr)
+	case "version":
+		return versionCmd(args, stdout, stderr)
+	case "pause":
+		return pauseCmd(ctx, args, stdout, stderr, true)
+	case "resume":
+		return pauseCmd(ctx, args, stdout, stderr, false)
+	case "help":
+		fmt.Fprintln(stdout, "usage: clusterrebootd [run|simulate|status|validate-config|version|pause|resume] [flags]; see man clusterrebootd")
+		return nil
+	}
+	err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, validate-config, version, pause or resume", sub)
+	writeError(stdout, err)
+	return err
 }

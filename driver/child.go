@@ -1,0 +1,148 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// maxChildOutput bounds the JSON a child may print.
+const maxChildOutput = 4 << 20
+
+// DefaultStopGrace is how long a child has after SIGTERM to release its
+// lease and exit before it is killed.
+const DefaultStopGrace = 10 * time.Second
+
+// Child runs one cluster step. Run decodes the child's one JSON object into
+// out and returns its exit code; err is set only when the child could not
+// be run or did not answer with JSON (then code says what that maps to).
+type Child interface {
+	Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error)
+}
+
+// ExecChild runs `Path step NAME ARGS…` for real.
+type ExecChild struct {
+	// Path is the crd-lock binary.
+	Path string
+	// Stderr receives the child's stderr (its JSON log lines).
+	Stderr io.Writer
+	// Env is the child's environment (nil: the daemon's).
+	Env []string
+	// Grace is the time between SIGTERM and SIGKILL when ctx ends (0: DefaultStopGrace).
+	Grace time.Duration
+}
+
+// Run implements Child. When ctx ends the child gets SIGTERM (it releases
+// its lease and exits 130), and SIGKILL after Grace.
+func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error) {
+	stdin, err := MarshalConfig(cfg)
+	if err != nil {
+		return exitcode.Internal, err
+	}
+	cmd := exec.Command(c.Path, append([]string{ChildCommand, step}, args...)...)
+	cmd.Env = c.Env
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout limitedBuffer
+	stdout.max = maxChildOutput
+	cmd.Stdout = &stdout
+	cmd.Stderr = c.Stderr
+	if err := cmd.Start(); err != nil {
+		return exitcode.EtcdUnavailable, fmt.Errorf("driver: cannot start %s step %s: %w; install crd-lock next to clusterrebootd or pass --crd-lock", c.Path, step, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			grace := c.Grace
+			if grace <= 0 {
+				grace = DefaultStopGrace
+			}
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				_ = cmd.Process.Kill()
+			case <-done:
+			}
+		case <-done:
+		}
+	}()
+	werr := cmd.Wait()
+	close(done)
+	code := exitcode.OK
+	var ee *exec.ExitError
+	switch {
+	case errors.As(werr, &ee):
+		code = exitcode.Code(ee.ExitCode())
+		if ee.ExitCode() < 0 { // killed by a signal
+			code = exitcode.Interrupted
+		}
+	case werr != nil:
+		return exitcode.Internal, fmt.Errorf("driver: %s step %s: %w", c.Path, step, werr)
+	}
+	if err := DecodeResult(stdout.Bytes(), out); err != nil {
+		if code == exitcode.OK {
+			code = exitcode.Internal
+		}
+		return code, fmt.Errorf("driver: %s step %s exited %d without a result: %w", c.Path, step, int(code), err)
+	}
+	return code, nil
+}
+
+// MarshalConfig renders cfg as the YAML the child reads on stdin.
+func MarshalConfig(cfg config.Config) ([]byte, error) {
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Internal, "driver: encode configuration for the child: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeResult decodes the one JSON object of a child's stdout into out
+// (the last non-empty line, should anything else have been printed).
+func DecodeResult(stdout []byte, out any) error {
+	text := strings.TrimSpace(string(stdout))
+	if text == "" {
+		return errors.New("empty output")
+	}
+	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+		text = text[i+1:]
+	}
+	if out == nil {
+		var ignore map[string]any
+		out = &ignore
+	}
+	if err := json.Unmarshal([]byte(text), out); err != nil {
+		return fmt.Errorf("output is not one JSON object: %v", err)
+	}
+	return nil
+}
+
+// limitedBuffer keeps at most max bytes.
+type limitedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room < len(p) {
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

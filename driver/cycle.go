@@ -1,0 +1,572 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// Actions: what a cycle ended with.
+const (
+	// ActionIdle: no reboot is needed (exit 1).
+	ActionIdle = "idle"
+	// ActionBlocked: a reboot is needed but a step said "not now" (Reason).
+	ActionBlocked = "blocked"
+	// ActionRebooting: the reboot command ran (exit 0).
+	ActionRebooting = "rebooting"
+	// ActionDryRun: every check passed; nothing ran (exit 0).
+	ActionDryRun = "dry_run"
+)
+
+// Step decisions in Outcome.Steps.
+const (
+	DecisionPass  = "pass"
+	DecisionBlock = "block"
+	DecisionSkip  = "skip"
+	DecisionDone  = "done"
+)
+
+// StepResult is one step's decision, as `clusterrebootd simulate` prints it.
+type StepResult struct {
+	Step     int    `json:"step"`
+	Name     string `json:"name"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// Outcome is the result of one cycle.
+type Outcome struct {
+	Action string `json:"action"`
+	// Reason is the reason token when blocked or idle.
+	Reason string `json:"reason,omitempty"`
+	// Detail says why, one line.
+	Detail string `json:"detail,omitempty"`
+	// Step is the number of the step that decided.
+	Step  int          `json:"step"`
+	Steps []StepResult `json:"steps"`
+	// Cycle is the cluster child's answer when it ran.
+	Cycle *CycleResult `json:"cycle,omitempty"`
+	// Attempt counts the cycles this reboot has been tried by the child.
+	Attempt int `json:"attempt,omitempty"`
+	// Detectors names the detectors that said a reboot is needed.
+	Detectors []string `json:"detectors,omitempty"`
+
+	// backoff is set when the cycle got past step 4 and was blocked.
+	backoff bool
+}
+
+// Code is the exit code the outcome maps to: 0 rebooting or dry run, 1 not
+// needed, otherwise the blocked reason's code.
+func (o Outcome) Code() exitcode.Code {
+	switch o.Action {
+	case ActionRebooting, ActionDryRun:
+		return exitcode.OK
+	case ActionIdle:
+		return exitcode.No
+	}
+	return ReasonCode(o.Reason)
+}
+
+// Err is the outcome as an error for the exit status (nil for 0).
+func (o Outcome) Err() error {
+	c := o.Code()
+	if c == exitcode.OK {
+		return nil
+	}
+	if o.Action == ActionIdle {
+		return exitcode.Errorf(c, "no reboot needed")
+	}
+	return exitcode.Errorf(c, "clusterrebootd: step %d blocked (%s): %s", o.Step, o.Reason, o.Detail)
+}
+
+func (o *Outcome) step(n int, name, decision, reason, detail string) {
+	o.Steps = append(o.Steps, StepResult{Step: n, Name: name, Decision: decision, Reason: reason, Detail: detail})
+}
+
+func (o *Outcome) block(n int, name, reason, detail string) {
+	o.step(n, name, DecisionBlock, reason, detail)
+	o.Action, o.Reason, o.Detail, o.Step = ActionBlocked, reason, detail, n
+}
+
+// Status is what the node says about itself: published as its health
+// record, sent to systemd as STATUS=, shown by `clusterrebootd status`.
+type Status struct {
+	State          string    `json:"state"`
+	Reason         string    `json:"reason,omitempty"`
+	Detail         string    `json:"detail,omitempty"`
+	RebootRequired bool      `json:"reboot_required"`
+	LastCheck      time.Time `json:"last_check"`
+}
+
+// String is the one-line STATUS= text.
+func (s Status) String() string {
+	t := s.State
+	if s.Reason != "" {
+		t += " (" + s.Reason + ")"
+	}
+	if s.Detail != "" {
+		t += ": " + s.Detail
+	}
+	return t
+}
+
+// Mode changes how a cycle acts.
+type Mode struct {
+	// Simulate changes nothing on the node or in the cluster: no marker,
+	// history or slot is written or deleted, no hook runs, no settle wait.
+	// The configuration's dry_run must be set too (the child then runs no
+	// hook and no reboot command).
+	Simulate bool
+}
+
+// Driver runs cycles. Its methods are safe for concurrent use.
+type Driver struct {
+	deps    Deps
+	log     *slog.Logger
+	metrics *Metrics
+	limiter *Limiter
+
+	// WatchEvery is how often local conditions are re-checked while the
+	// cycle child waits for the lock (0: check_interval_sec).
+	WatchEvery time.Duration
+
+	mu        sync.Mutex
+	cfg       config.Config
+	view      policy.View
+	status    Status
+	attempt   int
+	post      postProgress
+	interrupt chan string
+}
+
+// New returns a driver for cfg. deps must be complete (see Deps.Real);
+// m may be nil.
+func New(cfg config.Config, deps Deps, log *slog.Logger, m *Metrics, limiter *Limiter) *Driver {
+	if limiter == nil {
+		limiter = NewLimiter(deps.Now, DefaultRepeatEvery)
+	}
+	return &Driver{deps: deps, log: log.With("node", cfg.NodeName), metrics: m, limiter: limiter, cfg: cfg,
+		status: Status{State: policy.StateIdle}, interrupt: make(chan string, 1)}
+}
+
+// Config returns the configuration in effect.
+func (d *Driver) Config() config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// SetConfig replaces the configuration from the next step on.
+func (d *Driver) SetConfig(cfg config.Config) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cfg = cfg
+}
+
+// Status returns the node's current status.
+func (d *Driver) Status() Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.status
+}
+
+// View returns the last cluster view read.
+func (d *Driver) View() policy.View {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.view
+}
+
+// SetView stores a cluster view (from a publish or status step).
+func (d *Driver) SetView(v policy.View) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.view = v
+}
+
+// Interrupt stops a running cycle child (it releases its lease); reason
+// is logged. It does nothing when no child runs.
+func (d *Driver) Interrupt(reason string) {
+	select {
+	case d.interrupt <- reason:
+	default:
+	}
+}
+
+func (d *Driver) setStatus(s Status) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s.LastCheck.IsZero() {
+		s.LastCheck = d.status.LastCheck
+	}
+	d.status = s
+}
+
+// RunOnce runs one cycle: steps 0-4 in this process, 5-7 in the child.
+func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
+	cfg := d.Config()
+	now := d.deps.Now()
+	var out Outcome
+	// Drop a stale interrupt request from before this cycle.
+	select {
+	case <-d.interrupt:
+	default:
+	}
+	defer func() {
+		d.finish(cfg, now, &out)
+	}()
+
+	// Step 0: a reboot marker left by the last coordinated reboot.
+	if stop := d.postReboot(ctx, cfg, mode, &out); stop {
+		return out
+	}
+
+	// Step 1: kill switch file, cluster pause (last view).
+	if set, reason, err := d.deps.KillSwitch(cfg.KillSwitchFile); set {
+		if err != nil {
+			d.log.Warn("kill switch undeterminable", "event", "kill_switch_error", "error", err)
+		}
+		out.block(1, "kill_switch", ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
+		return out
+	}
+	if p := d.View().Paused; p != nil {
+		out.block(1, "kill_switch", ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
+		return out
+	}
+	out.step(1, "kill_switch", DecisionPass, "", "kill switch not set")
+
+	// Step 2: detect.
+	rep := d.deps.Detect.Detect(ctx, cfg)
+	if d.metrics != nil {
+		d.metrics.LastCheck.Set(float64(now.Unix()))
+	}
+	if rep.Err != nil {
+		if exitcode.CodeOf(rep.Err) == exitcode.Interrupted || ctx.Err() != nil {
+			out.block(2, "detect", ReasonInterrupted, "stopped during detection")
+			return out
+		}
+		out.block(2, "detect", ReasonDetector, rep.Err.Error())
+		return out
+	}
+	d.setRequired(rep.RebootRequired, now)
+	if !rep.RebootRequired {
+		d.mu.Lock()
+		d.attempt = 0
+		d.mu.Unlock()
+		out.step(2, "detect", DecisionBlock, ReasonNotNeeded, "no detector says a reboot is needed")
+		out.Action, out.Reason, out.Detail, out.Step = ActionIdle, ReasonNotNeeded, "no reboot needed", 2
+		return out
+	}
+	fired := ""
+	for _, r := range rep.Fired() {
+		if fired != "" {
+			fired += ", "
+		}
+		fired += r.Name
+		out.Detectors = append(out.Detectors, r.Name)
+		if r.Detail != "" {
+			fired += " (" + r.Detail + ")"
+		}
+	}
+	if blocked, detail := d.loopCheck(cfg, now, mode); blocked {
+		out.block(2, "detect", ReasonRebootLoop, detail)
+		return out
+	}
+	out.step(2, "detect", DecisionPass, "", "reboot needed: "+fired)
+
+	// Step 3: window.
+	dec, err := d.deps.Windows.At(cfg, now)
+	if err != nil {
+		out.block(3, "window", ReasonWindow, err.Error())
+		return out
+	}
+	if !dec.Open {
+		detail := dec.Reason
+		if !dec.NextOpen.IsZero() {
+			detail += "; next opening " + dec.NextOpen.Format(time.RFC3339)
+		}
+		out.block(3, "window", ReasonWindow, detail)
+		return out
+	}
+	out.step(3, "window", DecisionPass, "", dec.Reason)
+
+	// Step 4: built-in policies on the last view, then the pre-lock gate.
+	if policy.Active(cfg.ClusterPolicies) && d.viewStale(cfg, now) {
+		if err := d.Publish(ctx); err != nil {
+			d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
+		}
+	}
+	pd := policy.Evaluate(d.View(), cfg.NodeName, cfg.ClusterPolicies)
+	if !pd.Allowed {
+		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)
+		return out
+	}
+	out.step(4, "policy", DecisionPass, "", pd.Reason)
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, d.View())
+	d.countHealth(gr)
+	if !gr.Healthy {
+		if exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil {
+			out.block(4, "health", ReasonInterrupted, "stopped during the health check")
+			return out
+		}
+		out.block(4, "health", ReasonHealth, gr.Reason)
+		return out
+	}
+	out.step(4, "health", DecisionPass, "", gr.Reason)
+
+	// Steps 5-7: the cluster child.
+	d.clusterCycle(ctx, cfg, &out)
+	return out
+}
+
+func (d *Driver) setRequired(required bool, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.status.RebootRequired = required
+	d.status.LastCheck = now
+	if d.metrics != nil {
+		v := 0.0
+		if required {
+			v = 1
+		}
+		d.metrics.RebootRequired.Set(v)
+	}
+}
+
+func (d *Driver) viewStale(cfg config.Config, now time.Time) bool {
+	v := d.View()
+	return v.ReadAt.IsZero() || now.Sub(v.ReadAt) > time.Duration(cfg.HealthPublishIntervalSec)*time.Second
+}
+
+func (d *Driver) countHealth(r gate.Result) {
+	if d.metrics == nil {
+		return
+	}
+	if r.Healthy {
+		d.metrics.HealthChecks.Inc("healthy")
+	} else {
+		d.metrics.HealthChecks.Inc("unhealthy")
+	}
+}
+
+// finish updates status, metrics and the log after a cycle.
+func (d *Driver) finish(cfg config.Config, now time.Time, out *Outcome) {
+	st := Status{Reason: out.Reason, Detail: out.Detail}
+	d.mu.Lock()
+	st.RebootRequired = d.status.RebootRequired
+	d.mu.Unlock()
+	switch out.Action {
+	case ActionIdle:
+		st.State, st.Reason, st.Detail = policy.StateIdle, "", ""
+	case ActionRebooting:
+		st.State = policy.StateRebooting
+	case ActionDryRun:
+		st.State = policy.StateNeedsReboot
+		st.Detail = "dry run: would reboot now"
+	default:
+		st.State = policy.StateBlocked
+		if out.Reason == ReasonRebootInProgress && out.Step == 0 {
+			st.State = policy.StateRebooting
+		}
+		if out.Reason == ReasonPostReboot {
+			st.State = policy.StatePostReboot
+		}
+	}
+	d.setStatus(st)
+	if out.Action == ActionBlocked && d.metrics != nil {
+		d.metrics.Blocked.Inc(out.Reason)
+	}
+	d.logOutcome(cfg, out)
+}
+
+func (d *Driver) logOutcome(cfg config.Config, out *Outcome) {
+	attrs := []any{"event", "cycle", "action", out.Action, "step", out.Step}
+	if out.Reason != "" {
+		attrs = append(attrs, "reason", out.Reason)
+	}
+	if out.Detail != "" {
+		attrs = append(attrs, "detail", out.Detail)
+	}
+	if out.Attempt > 0 {
+		attrs = append(attrs, "attempt", out.Attempt)
+	}
+	if c := out.Cycle; c != nil {
+		attrs = append(attrs, "lock_wait_ms", c.LockWaitMS)
+		if c.LeaseID != "" {
+			attrs = append(attrs, "lease_id", c.LeaseID, "lock_session_id", cfg.LockKeyForGroup()+"/"+c.LeaseID)
+		}
+	}
+	for _, s := range out.Steps {
+		if s.Name == "health" || s.Name == "post_reboot_health" {
+			status := "healthy"
+			if s.Decision == DecisionBlock || out.Reason == ReasonHealth {
+				status = "unhealthy"
+			}
+			attrs = append(attrs, "health_status", status)
+		}
+	}
+	if len(out.Detectors) > 0 {
+		attrs = append(attrs, "detector", strings.Join(out.Detectors, ","))
+	}
+	level := slog.LevelInfo
+	msg := "cycle: " + out.Action
+	if out.Action == ActionBlocked {
+		msg = "cycle blocked: " + out.Reason
+		if out.Reason == ReasonRebootLoop || out.Reason == ReasonRebootFailed || out.Reason == ReasonDetector {
+			level = slog.LevelWarn
+		}
+	}
+	if out.Action == ActionIdle {
+		msg = "cycle: no reboot needed"
+	}
+	emit, repeated := d.limiter.Observe(out.Action + "\x00" + out.Reason + "\x00" + out.Detail)
+	if !emit {
+		return
+	}
+	if repeated > 0 {
+		attrs = append(attrs, "repeated", repeated, "repeat_window", d.limiter.Every().String())
+		msg += fmt.Sprintf(" (repeated %d times)", repeated)
+	}
+	d.log.Log(context.Background(), level, msg, attrs...)
+}
+
+// clusterCycle runs steps 5-7 in the child while watching the local
+// conditions; it stops the child when one turns false.
+func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, out *Outcome) {
+	d.mu.Lock()
+	d.attempt++
+	attempt := d.attempt
+	d.status.State = policy.StateWaiting
+	d.status.Reason, d.status.Detail = "", ""
+	d.mu.Unlock()
+	out.Attempt = attempt
+	if d.metrics != nil {
+		d.metrics.LockHeld.Set(1)
+		defer d.metrics.LockHeld.Set(0)
+	}
+
+	childCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stopMu sync.Mutex
+	var stopReason, stopDetail string
+	stop := func(reason, detail string) {
+		stopMu.Lock()
+		if stopReason == "" {
+			stopReason, stopDetail = reason, detail
+		}
+		stopMu.Unlock()
+		cancel()
+	}
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		d.watchLocal(childCtx, cfg, stop)
+	}()
+
+	var res CycleResult
+	code, err := d.deps.Child.Run(childCtx, StepCycle, CycleArgs{Attempt: attempt}.Args(), cfg, &res)
+	cancel()
+	<-watchDone
+	stopMu.Lock()
+	reason, detail := stopReason, stopDetail
+	stopMu.Unlock()
+
+	if err == nil {
+		out.Cycle = &res
+		if res.View != nil {
+			d.SetView(*res.View)
+		}
+		if d.metrics != nil && (res.LeaseID != "" || res.FencingToken != 0) {
+			d.metrics.LockAcquire.Observe(float64(res.LockWaitMS) / 1000)
+		}
+	}
+	switch {
+	case err == nil && code == exitcode.OK && res.Outcome == OutcomeRebooting:
+		out.step(5, "cluster", DecisionPass, "", "lock held, reboot slot taken, reboot command ran")
+		out.Action, out.Step = ActionRebooting, 7
+		d.mu.Lock()
+		d.attempt = 0
+		d.mu.Unlock()
+		if d.metrics != nil {
+			d.metrics.Reboots.Inc()
+		}
+		return
+	case err == nil && code == exitcode.OK && res.Outcome == OutcomeDryRun:
+		out.step(5, "cluster", DecisionPass, "", "dry run: every check under the lock passed; no hook or reboot command ran")
+		out.Action, out.Step = ActionDryRun, 7
+		return
+	}
+	out.backoff = true
+	switch {
+	case reason != "":
+		out.block(5, "cluster", reason, "stopped waiting for the lock: "+detail)
+	case ctx.Err() != nil:
+		out.block(5, "cluster", ReasonInterrupted, "stopped while the cluster step ran")
+		out.backoff = false
+	case err != nil:
+		out.block(5, "cluster", CodeReason(code), err.Error())
+	default:
+		r := res.Reason
+		if r == "" {
+			r = CodeReason(code)
+		}
+		detail := res.Detail
+		if detail == "" {
+			detail = res.Error
+		}
+		if code == exitcode.OK {
+			detail = fmt.Sprintf("child answered %q with exit 0: %s", res.Outcome, detail)
+		}
+		out.block(5, "cluster", r, detail)
+	}
+	if out.Reason == ReasonNotNeeded {
+		out.Action = ActionIdle
+		out.backoff = false
+	}
+}
+
+// watchLocal re-checks the kill switch, the window and the detectors while
+// the child waits, and calls stop when one says "not now" — or when the
+// daemon asks (Interrupt).
+func (d *Driver) watchLocal(ctx context.Context, cfg config.Config, stop func(reason, detail string)) {
+	every := d.WatchEvery
+	if every <= 0 {
+		every = time.Duration(cfg.CheckIntervalSec) * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case why := <-d.interrupt:
+			stop(ReasonInterrupted, why)
+			return
+		case <-t.C:
+		}
+		if set, reason, _ := d.deps.KillSwitch(cfg.KillSwitchFile); set {
+			stop(ReasonKillSwitch, "kill switch "+cfg.KillSwitchFile+" was set: "+reason)
+			return
+		}
+		if dec, err := d.deps.Windows.At(cfg, d.deps.Now()); err == nil && !dec.Open {
+			stop(ReasonWindow, "the window closed: "+dec.Reason)
+			return
+		}
+		rep := d.deps.Detect.Detect(ctx, cfg)
+		if rep.Err == nil && !rep.RebootRequired && !errors.Is(ctx.Err(), context.Canceled) {
+			d.setRequired(false, d.deps.Now())
+			stop(ReasonNotNeeded, "a reboot is no longer needed")
+			return
+		}
+	}
+}

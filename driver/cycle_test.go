@@ -1,0 +1,289 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+var testNow = time.Date(2026, 11, 29, 2, 59, 0, 0, time.UTC)
+
+func newWorld(t *testing.T) *world {
+	dir := t.TempDir()
+	return &world{
+		now:      testNow,
+		bootID:   "boot-2",
+		detect:   &fakeDetect{required: true},
+		windows:  &fakeWindows{open: true},
+		gate:     &fakeGate{unhealthy: map[string]bool{}},
+		hooks:    &fakeHooks{},
+		child:    &fakeChild{answers: map[string]answer{}},
+		stateDir: dir + "/state",
+		runDir:   dir + "/run",
+	}
+}
+
+func testConfig(w *world) config.Config {
+	cfg := config.Default()
+	cfg.NodeName = "node-a"
+	cfg.StateDir = w.stateDir
+	cfg.RunDir = w.runDir
+	cfg.KillSwitchFile = "/etc/clusterrebootd/disable"
+	cfg.HealthScript = "/bin/true"
+	return cfg
+}
+
+func newDriver(t *testing.T, w *world, cfg config.Config, logs *bytes.Buffer) *Driver {
+	t.Helper()
+	if logs == nil {
+		logs = &bytes.Buffer{}
+	}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	return New(cfg, w.deps(), log, NewMetrics("test"), NewLimiter(func() time.Time { return w.now }, DefaultRepeatEvery))
+}
+
+const (
+	rebootingJSON = `{"tool":"crd-lock","exit_code":0,"exit_name":"ok","outcome":"rebooting","lock_wait_ms":1500,"lease_id":"694d","fencing_token":7}`
+	dryRunJSON    = `{"tool":"crd-lock","exit_code":0,"exit_name":"ok","outcome":"dry_run"}`
+)
+
+func TestRunOnce(t *testing.T) {
+	tests := []struct {
+		name     string
+		setup    func(w *world, cfg *config.Config, d *Driver)
+		action   string
+		reason   string
+		code     exitcode.Code
+		step     int
+		children []string // child steps run, in order
+		backoff  bool
+		detail   string // substring
+	}{
+		{name: "not needed: idle, no child", setup: func(w *world, _ *config.Config, _ *Driver) { w.detect.required = false },
+			action: ActionIdle, reason: ReasonNotNeeded, code: exitcode.No, step: 2},
+		{name: "kill switch file", setup: func(w *world, _ *config.Config, _ *Driver) { w.kill = true },
+			action: ActionBlocked, reason: ReasonKillSwitch, code: exitcode.KillSwitch, step: 1, detail: "freeze"},
+		{name: "cluster pause in the last view", setup: func(w *world, _ *config.Config, d *Driver) {
+			d.SetView(policy.View{ReadAt: testNow, Paused: &policy.Pause{Reason: "incident 7", By: "alice"}})
+		}, action: ActionBlocked, reason: ReasonPaused, code: exitcode.KillSwitch, step: 1, detail: "incident 7"},
+		{name: "detector error", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.detect.err = exitcode.Errorf(exitcode.DetectorError, "detect: needs-restarting: exit 4")
+		}, action: ActionBlocked, reason: ReasonDetector, code: exitcode.DetectorError, step: 2},
+		{name: "window closed", setup: func(w *world, _ *config.Config, _ *Driver) { w.windows.open = false },
+			action: ActionBlocked, reason: ReasonWindow, code: exitcode.WindowClosed, step: 3, detail: "deny window"},
+		{name: "window config error", setup: func(w *world, _ *config.Config, _ *Driver) { w.windows.err = errors.New("bad zone") },
+			action: ActionBlocked, reason: ReasonWindow, code: exitcode.WindowClosed, step: 3},
+		{name: "policy: too few healthy nodes, view refreshed first", setup: func(w *world, cfg *config.Config, _ *Driver) {
+			cfg.ClusterPolicies.MinHealthyAbsolute = 2
+			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-a","state":"needs_reboot"},{"node":"node-b","state":"rebooting"}],"read_at":"2026-11-29T02:58:59Z"}}`}
+		}, action: ActionBlocked, reason: ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{StepPublish}, detail: "min_healthy_absolute"},
+		{name: "policy without any view", setup: func(w *world, cfg *config.Config, _ *Driver) {
+			cfg.ClusterPolicies.MinHealthyFraction = 0.5
+			w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+		}, action: ActionBlocked, reason: ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{StepPublish}, detail: "cluster_view"},
+		{name: "pre-lock health gate", setup: func(w *world, _ *config.Config, _ *Driver) { w.gate.unhealthy["pre-lock"] = true },
+			action: ActionBlocked, reason: ReasonHealth, code: exitcode.HealthBlocked, step: 4, detail: "quorum lost"},
+		{name: "child reboots", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{json: rebootingJSON}
+		}, action: ActionRebooting, code: exitcode.OK, step: 7, children: []string{StepCycle}},
+		{name: "child dry run", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{json: dryRunJSON}
+		}, action: ActionDryRun, code: exitcode.OK, step: 7, children: []string{StepCycle}},
+		{name: "child: lock busy", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{code: exitcode.LockBusy, json: `{"exit_code":4,"outcome":"blocked","reason":"lock_busy","detail":"held by node-b"}`}
+		}, action: ActionBlocked, reason: ReasonLockBusy, code: exitcode.LockBusy, step: 5, children: []string{StepCycle}, backoff: true, detail: "node-b"},
+		{name: "child: under-lock health", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{code: exitcode.HealthBlocked, json: `{"exit_code":3,"outcome":"blocked","reason":"health","detail":"under-lock: exited 1"}`}
+		}, action: ActionBlocked, reason: ReasonHealth, code: exitcode.HealthBlocked, step: 5, children: []string{StepCycle}, backoff: true},
+		{name: "child: slots full", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{code: exitcode.HealthBlocked, json: `{"exit_code":3,"outcome":"blocked","reason":"reboot_in_progress"}`}
+		}, action: ActionBlocked, reason: ReasonRebootInProgress, code: exitcode.HealthBlocked, step: 5, children: []string{StepCycle}, backoff: true},
+		{name: "child: no longer needed under the lock (debounce)", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{code: exitcode.No, json: `{"exit_code":1,"outcome":"blocked","reason":"not_needed"}`}
+		}, action: ActionIdle, reason: ReasonNotNeeded, code: exitcode.No, step: 5, children: []string{StepCycle}},
+		{name: "child: hook failed", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{code: exitcode.RebootFailed, json: `{"exit_code":9,"outcome":"blocked","reason":"hook","detail":"hook drain exited 1"}`}
+		}, action: ActionBlocked, reason: ReasonHook, code: exitcode.RebootFailed, step: 5, children: []string{StepCycle}, backoff: true},
+		{name: "child without a reason: taken from its exit code", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd: context deadline exceeded"}`}
+		}, action: ActionBlocked, reason: ReasonEtcd, code: exitcode.EtcdUnavailable, step: 5, children: []string{StepCycle}, backoff: true, detail: "deadline"},
+		{name: "child that cannot start", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{code: exitcode.EtcdUnavailable, err: errors.New("cannot start crd-lock")}
+		}, action: ActionBlocked, reason: ReasonEtcd, code: exitcode.EtcdUnavailable, step: 5, children: []string{StepCycle}, backoff: true},
+		{name: "child says exit 0 but not rebooting: never a reboot", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.child.answers[StepCycle] = answer{json: `{"exit_code":0,"outcome":"weird"}`}
+		}, action: ActionBlocked, reason: ReasonEtcd, step: 5, code: exitcode.EtcdUnavailable, children: []string{StepCycle}, backoff: true},
+		{name: "reboot loop: max_reboots_per_day reached", setup: func(w *world, cfg *config.Config, _ *Driver) {
+			h := History{Reboots: []HistoryEntry{{At: testNow.Add(-20 * time.Hour), BootID: "a"}, {At: testNow.Add(-time.Hour), BootID: "b"}}}
+			if err := WriteHistory(w.stateDir, h); err != nil {
+				panic(err)
+			}
+		}, action: ActionBlocked, reason: ReasonRebootLoop, code: exitcode.RebootLoop, step: 2, detail: "2 reboots in the last 24 hours"},
+		{name: "old reboots do not count", setup: func(w *world, cfg *config.Config, _ *Driver) {
+			h := History{Reboots: []HistoryEntry{{At: testNow.Add(-30 * time.Hour), BootID: "a"}, {At: testNow.Add(-time.Hour), BootID: "b"}}}
+			if err := WriteHistory(w.stateDir, h); err != nil {
+				panic(err)
+			}
+			w.child.answers[StepCycle] = answer{json: dryRunJSON}
+		}, action: ActionDryRun, code: exitcode.OK, step: 7, children: []string{StepCycle}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			cfg := testConfig(w)
+			d := newDriver(t, w, cfg, nil)
+			if tt.setup != nil {
+				tt.setup(w, &cfg, d)
+				d.SetConfig(cfg)
+			}
+			out := d.RunOnce(context.Background(), Mode{})
+			if out.Action != tt.action || out.Reason != tt.reason || out.Code() != tt.code || out.Step != tt.step {
+				t.Fatalf("got %s/%s code %v step %d (%s), want %s/%s code %v step %d", out.Action, out.Reason, out.Code(), out.Step, out.Detail, tt.action, tt.reason, tt.code, tt.step)
+			}
+			if !slices.Equal(w.child.steps(), tt.children) {
+				t.Errorf("child steps %v, want %v", w.child.steps(), tt.children)
+			}
+			if out.backoff != tt.backoff {
+				t.Errorf("backoff %v, want %v", out.backoff, tt.backoff)
+			}
+			if !strings.Contains(out.Detail, tt.detail) {
+				t.Errorf("detail %q lacks %q", out.Detail, tt.detail)
+			}
+			if (out.Err() == nil) != (tt.code == exitcode.OK) {
+				t.Errorf("Err %v for code %v", out.Err(), tt.code)
+			}
+		})
+	}
+}
+
+// The cycle child gets the attempt number, and the attempt counter resets
+// once no reboot is needed.
+func TestAttemptsAndStatus(t *testing.T) {
+	w := newWorld(t)
+	w.child.answers[StepCycle] = answer{code: exitcode.LockBusy, json: `{"exit_code":4,"outcome":"blocked","reason":"lock_busy"}`}
+	cfg := testConfig(w)
+	d := newDriver(t, w, cfg, nil)
+	for i := 1; i <= 2; i++ {
+		out := d.RunOnce(context.Background(), Mode{})
+		if out.Attempt != i || !slices.Equal(w.child.args[i-1], []string{"--attempt", string(rune('0' + i))}) {
+			t.Fatalf("attempt %d args %v", out.Attempt, w.child.args[i-1])
+		}
+	}
+	if st := d.Status(); st.State != policy.StateBlocked || st.Reason != ReasonLockBusy || !st.RebootRequired || !st.LastCheck.Equal(testNow) {
+		t.Errorf("status %+v", st)
+	}
+	w.detect.set(false)
+	d.RunOnce(context.Background(), Mode{})
+	if st := d.Status(); st.State != policy.StateIdle || st.Reason != "" || st.RebootRequired {
+		t.Errorf("status %+v", st)
+	}
+	w.detect.set(true)
+	if out := d.RunOnce(context.Background(), Mode{}); out.Attempt != 1 {
+		t.Errorf("attempt after idle: %d", out.Attempt)
+	}
+	if got := d.metrics.Blocked.Value(ReasonLockBusy); got != 3 {
+		t.Errorf("blocked{lock_busy} = %v", got)
+	}
+}
+
+// While the child waits for the lock, a local condition that turns false
+// stops it (the child then releases its lease).
+func TestWatchStopsChild(t *testing.T) {
+	tests := []struct {
+		name   string
+		flip   func(w *world, d *Driver)
+		reason string
+		action string
+	}{
+		{"kill switch set", func(w *world, _ *Driver) { w.setKill(true) }, ReasonKillSwitch, ActionBlocked},
+		{"window closed", func(w *world, _ *Driver) { w.windows.setOpen(false) }, ReasonWindow, ActionBlocked},
+		{"no longer needed", func(w *world, _ *Driver) { w.detect.set(false) }, ReasonNotNeeded, ActionIdle},
+		{"reload", func(_ *world, d *Driver) { d.Interrupt("configuration reloaded") }, ReasonInterrupted, ActionBlocked},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.child.answers[StepCycle] = answer{block: true}
+			w.child.started = make(chan struct{})
+			d := newDriver(t, w, testConfig(w), nil)
+			d.WatchEvery = time.Millisecond
+			go func() {
+				<-w.child.started
+				tt.flip(w, d)
+			}()
+			out := d.RunOnce(context.Background(), Mode{})
+			if out.Reason != tt.reason || out.Action != tt.action || out.Step != 5 {
+				t.Fatalf("got %s/%s step %d: %s", out.Action, out.Reason, out.Step, out.Detail)
+			}
+		})
+	}
+	t.Run("daemon stopping", func(t *testing.T) {
+		w := newWorld(t)
+		w.child.answers[StepCycle] = answer{block: true}
+		w.child.started = make(chan struct{})
+		d := newDriver(t, w, testConfig(w), nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-w.child.started; cancel() }()
+		out := d.RunOnce(ctx, Mode{})
+		if out.Reason != ReasonInterrupted || out.Code() != exitcode.Interrupted || out.backoff {
+			t.Fatalf("%+v", out)
+		}
+	})
+}
+
+func TestPublish(t *testing.T) {
+	w := newWorld(t)
+	w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-b","state":"idle"}],"read_at":"2026-11-29T02:58:00Z"}}`}
+	d := newDriver(t, w, testConfig(w), nil)
+	d.setStatus(Status{State: policy.StateBlocked, Reason: ReasonWindow, Detail: "inside deny window", RebootRequired: true, LastCheck: testNow})
+	if err := d.Publish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--state", "blocked", "--reboot-required=true", "--last-check", "2026-11-29T02:59:00Z", "--detail", "window: inside deny window"}
+	if !slices.Equal(w.child.args[0], want) {
+		t.Errorf("args %q", w.child.args[0])
+	}
+	if v := d.View(); len(v.Nodes) != 1 || v.Nodes[0].Node != "node-b" {
+		t.Errorf("view %+v", v)
+	}
+	w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+	if err := d.Publish(context.Background()); exitcode.CodeOf(err) != exitcode.EtcdUnavailable {
+		t.Errorf("err %v", err)
+	}
+	w.child.answers[StepPublish] = answer{code: exitcode.Internal, err: errors.New("no JSON")}
+	if err := d.Publish(context.Background()); exitcode.CodeOf(err) != exitcode.Internal {
+		t.Errorf("err %v", err)
+	}
+}
+
+// Identical blocked messages are logged once, then summarised.
+func TestOutcomeLogRateLimited(t *testing.T) {
+	w := newWorld(t)
+	w.windows.open = false
+	var logs bytes.Buffer
+	d := newDriver(t, w, testConfig(w), &logs)
+	for i := 0; i < 5; i++ {
+		d.RunOnce(context.Background(), Mode{})
+		w.now = w.now.Add(time.Minute)
+	}
+	if n := strings.Count(logs.String(), `"event":"cycle"`); n != 1 {
+		t.Fatalf("%d cycle lines in 5 minutes:\n%s", n, logs.String())
+	}
+	w.now = w.now.Add(10 * time.Minute)
+	d.RunOnce(context.Background(), Mode{})
+	if !strings.Contains(logs.String(), `"repeated":5`) {
+		t.Fatalf("no summary:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `"node":"node-a"`) || !strings.Contains(logs.String(), `"reason":"window"`) {
+		t.Errorf("fields missing:\n%s", logs.String())
+	}
+}

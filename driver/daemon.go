@@ -1,0 +1,308 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+)
+
+// MetricsFile is the exposition the daemon writes into run_dir for the
+// serve-metrics child when metrics.enabled is set.
+const MetricsFile = "metrics.prom"
+
+// Notifier is the systemd notification channel (lib/notify).
+type Notifier interface {
+	Ready(status string) error
+	Status(status string) error
+	Watchdog() error
+	Stopping(status string) error
+}
+
+// Daemon is the long-running loop: the cycle every check_interval_sec
+// (±10 % jitter, backoff with full jitter after a blocked cluster step),
+// the health-record publisher, the watchdog, SIGHUP reloads and the
+// metrics output, run as one Group.
+type Daemon struct {
+	Driver *Driver
+	Log    *slog.Logger
+	// Notify may be nil.
+	Notify Notifier
+	// WatchdogEvery is half of WATCHDOG_USEC (0: no watchdog).
+	WatchdogEvery time.Duration
+	// Reload delivers SIGHUP.
+	Reload <-chan struct{}
+	// LoadConfig reads and validates the configuration again.
+	LoadConfig func() (config.Config, error)
+	// Rand returns a number in [0, 1) (jitter).
+	Rand func() float64
+	// Metrics may be nil.
+	Metrics *Metrics
+	// MetricsServer, when set, runs the serve-metrics child until ctx ends.
+	MetricsServer func(ctx context.Context) error
+	// Mode applies to every cycle.
+	Mode Mode
+
+	mu     sync.Mutex
+	cycles int
+	// writeMu orders metric file writes: a snapshot is renamed into place
+	// before a newer one is taken.
+	writeMu sync.Mutex
+}
+
+// Cycles is the number of cycles run so far.
+func (d *Daemon) Cycles() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cycles
+}
+
+// Run runs until ctx ends. A clean stop returns nil.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var g Group
+	g.Add(func() error { <-ctx.Done(); return nil }, func(error) { cancel() })
+	g.Add(func() error { d.loop(ctx); return nil }, func(error) { cancel() })
+	g.Add(func() error { d.publisher(ctx); return nil }, func(error) { cancel() })
+	if d.Reload != nil {
+		g.Add(func() error { d.reloader(ctx); return nil }, func(error) { cancel() })
+	}
+	if d.WatchdogEvery > 0 && d.Notify != nil {
+		g.Add(func() error { d.watchdog(ctx); return nil }, func(error) { cancel() })
+	}
+	if d.MetricsServer != nil {
+		g.Add(func() error { return d.MetricsServer(ctx) }, func(error) { cancel() })
+	}
+	cfg := d.Driver.Config()
+	d.Log.Info("clusterrebootd started", "event", "started", "node", cfg.NodeName, "dry_run", cfg.DryRun,
+		"check_interval_sec", cfg.CheckIntervalSec, "config", strings.Join(cfg.Sources(), ","))
+	d.notify(func(n Notifier) error { return n.Ready(d.Driver.Status().String()) })
+	err := g.Run()
+	d.notify(func(n Notifier) error { return n.Stopping("stopping") })
+	d.Log.Info("clusterrebootd stopped", "event", "stopped", "cycles", d.Cycles())
+	return err
+}
+
+func (d *Daemon) notify(f func(Notifier) error) {
+	if d.Notify == nil {
+		return
+	}
+	if err := f(d.Notify); err != nil {
+		d.Log.Debug("sd_notify failed", "error", err)
+	}
+}
+
+func (d *Daemon) loop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		out := d.Driver.RunOnce(ctx, d.Mode)
+		d.mu.Lock()
+		d.cycles++
+		d.mu.Unlock()
+		d.writeMetrics()
+		d.notify(func(n Notifier) error { return n.Status(d.Driver.Status().String()) })
+		if ctx.Err() != nil {
+			return
+		}
+		cfg := d.Driver.Config()
+		delay := Jitter(time.Duration(cfg.CheckIntervalSec)*time.Second, d.rand())
+		if out.backoff {
+			delay = Backoff(cfg, out.Attempt, d.rand())
+			d.Log.Debug("backing off", "event", "backoff", "delay_ms", delay.Milliseconds(), "attempt", out.Attempt)
+		}
+		timer.Reset(delay)
+	}
+}
+
+func (d *Daemon) rand() float64 {
+	if d.Rand == nil {
+		return 0.5
+	}
+	return d.Rand()
+}
+
+// Jitter spreads period by ±10 % (r in [0, 1)), so a fleet does not poll in step.
+func Jitter(period time.Duration, r float64) time.Duration {
+	return time.Duration(float64(period) * (0.9 + 0.2*r))
+}
+
+// Backoff is the delay before the next cycle after the attempt-th blocked
+// cluster step: full jitter between backoff_min_sec and
+// min(backoff_max_sec, backoff_min_sec·2^(attempt-1)).
+func Backoff(cfg config.Config, attempt int, r float64) time.Duration {
+	lo := time.Duration(cfg.BackoffMinSec) * time.Second
+	hi := time.Duration(cfg.BackoffMaxSec) * time.Second
+	if attempt < 1 {
+		attempt = 1
+	}
+	ceil := float64(lo) * math.Pow(2, float64(min(attempt-1, 30)))
+	if ceil > float64(hi) {
+		ceil = float64(hi)
+	}
+	if ceil < float64(lo) {
+		ceil = float64(lo)
+	}
+	return lo + time.Duration(r*(ceil-float64(lo)))
+}
+
+func (d *Daemon) publisher(ctx context.Context) {
+	for {
+		if err := d.Driver.Publish(ctx); err != nil && ctx.Err() == nil {
+			d.Log.Warn("cannot publish the health record; the node drops out of the cluster view when its lease expires",
+				"event", "publish_failed", "error", err)
+		}
+		d.writeMetrics()
+		every := time.Duration(d.Driver.Config().HealthPublishIntervalSec) * time.Second
+		t := time.NewTimer(Jitter(every, d.rand()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Daemon) watchdog(ctx context.Context) {
+	t := time.NewTicker(d.WatchdogEvery)
+	defer t.Stop()
+	for {
+		d.notify(func(n Notifier) error { return n.Watchdog() })
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Daemon) reloader(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.Reload:
+			d.reload()
+		}
+	}
+}
+
+// reload applies a new configuration: an invalid one is rejected (the old
+// one keeps running), restart-only fields keep their value with a warning,
+// and a running cluster step is restarted when anything changed.
+func (d *Daemon) reload() {
+	old := d.Driver.Config()
+	next, err := d.LoadConfig()
+	if err != nil {
+		d.Log.Error("reload rejected: the running configuration stays in effect", "event", "reload_failed", "error", err)
+		return
+	}
+	if changed := config.RestartOnlyChanges(&old, &next); len(changed) > 0 {
+		d.Log.Warn("reload: these fields take effect only after a restart (systemctl restart clusterrebootd)",
+			"event", "reload_restart_only", "fields", strings.Join(changed, ","))
+		config.KeepRestartOnly(&old, &next)
+	}
+	if sameConfig(old, next) {
+		d.Log.Info("reload: configuration unchanged", "event", "reloaded", "changed", false)
+		return
+	}
+	d.Driver.SetConfig(next)
+	d.Driver.Interrupt("configuration reloaded")
+	d.Log.Info("reload: new configuration in effect from the next cycle", "event", "reloaded", "changed", true)
+}
+
+func sameConfig(a, b config.Config) bool {
+	x, err1 := yaml.Marshal(a)
+	y, err2 := yaml.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// writeMetrics writes the exposition to metrics.textfile and, with
+// metrics.enabled, to run_dir/metrics.prom.
+func (d *Daemon) writeMetrics() {
+	if d.Metrics == nil {
+		return
+	}
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	cfg := d.Driver.Config()
+	var paths []string
+	if cfg.Metrics.Textfile != "" {
+		paths = append(paths, cfg.Metrics.Textfile)
+	}
+	if cfg.Metrics.Enabled {
+		paths = append(paths, filepath.Join(cfg.RunDir, MetricsFile))
+	}
+	for _, p := range paths {
+		if err := d.Metrics.Registry.WriteFile(p); err != nil {
+			d.Log.Warn("cannot write metrics", "event", "metrics_error", "error", err)
+		}
+	}
+}
+
+// ServeMetrics runs `crd-lock step serve-metrics` until ctx ends, starting
+// it again (after a pause) when it exits early. Unlike the other steps it
+// gets no configuration on stdin: its stdin stays open while the daemon
+// runs and its closing (the daemon ended, however) stops the server. It is
+// stopped by closing stdin, then SIGTERM.
+func ServeMetrics(ctx context.Context, path string, cfg config.Config, stderr io.Writer, log *slog.Logger) error {
+	args := append([]string{ChildCommand, StepServeMetrics}, ServeMetricsArgs{Listen: cfg.Metrics.Listen, File: filepath.Join(cfg.RunDir, MetricsFile)}.Args()...)
+	for {
+		cmd := exec.Command(path, args...)
+		cmd.Stderr = stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			log.Error("cannot start the metrics server", "event", "metrics_error", "error", err)
+		} else {
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-ctx.Done():
+				_ = in.Close()
+				t := time.NewTimer(2 * time.Second)
+				select {
+				case <-done:
+				case <-t.C:
+					_ = cmd.Process.Signal(syscall.SIGTERM)
+					<-done
+				}
+				t.Stop()
+				return nil
+			case err := <-done:
+				var ee *exec.ExitError
+				if errors.As(err, &ee) || err == nil {
+					log.Error("the metrics server exited; starting it again in 10 s", "event", "metrics_error", "error", err)
+				}
+			}
+		}
+		t := time.NewTimer(10 * time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}

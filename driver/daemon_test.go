@@ -1,0 +1,300 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+func TestLimiter(t *testing.T) {
+	now := testNow
+	l := NewLimiter(func() time.Time { return now }, 10*time.Minute)
+	step := func(key string, wantEmit bool, wantRepeated int) {
+		t.Helper()
+		emit, rep := l.Observe(key)
+		if emit != wantEmit || rep != wantRepeated {
+			t.Fatalf("%s at %s: emit %v repeated %d, want %v %d", key, now.Format("15:04"), emit, rep, wantEmit, wantRepeated)
+		}
+	}
+	step("a", true, 0)
+	now = now.Add(time.Minute)
+	step("a", false, 0)
+	now = now.Add(time.Minute)
+	step("a", false, 0)
+	now = now.Add(9 * time.Minute)
+	step("a", true, 3)
+	step("a", false, 0)
+	step("b", true, 0)
+	step("a", true, 0)
+	off := NewLimiter(nil, 0)
+	if e, _ := off.Observe("x"); !e {
+		t.Error("disabled limiter held back")
+	}
+	if e, _ := off.Observe("x"); !e {
+		t.Error("disabled limiter held back")
+	}
+}
+
+func TestJitterAndBackoff(t *testing.T) {
+	if got := Jitter(time.Minute, 0); got != 54*time.Second {
+		t.Errorf("low %v", got)
+	}
+	if got := Jitter(time.Minute, 0.999999); got < 65*time.Second || got > 66*time.Second {
+		t.Errorf("high %v", got)
+	}
+	cfg := config.Default() // 5..60 s
+	tests := []struct {
+		attempt int
+		r       float64
+		want    time.Duration
+	}{
+		{1, 0.9, 5 * time.Second},
+		{2, 1, 10 * time.Second},
+		{3, 1, 20 * time.Second},
+		{3, 0, 5 * time.Second},
+		{10, 1, 60 * time.Second},
+		{1000, 0.5, 32500 * time.Millisecond},
+		{0, 1, 5 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := Backoff(cfg, tt.attempt, tt.r); got != tt.want {
+			t.Errorf("Backoff(attempt %d, r %v) = %v, want %v", tt.attempt, tt.r, got, tt.want)
+		}
+	}
+}
+
+func TestGroup(t *testing.T) {
+	var g Group
+	if err := g.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var interrupted []int
+	var mu sync.Mutex
+	g.Add(func() error { <-stop; return nil }, func(error) { mu.Lock(); interrupted = append(interrupted, 1); mu.Unlock(); close(stop) })
+	g.Add(func() error { return errors.New("first") }, func(error) { mu.Lock(); interrupted = append(interrupted, 2); mu.Unlock() })
+	if err := g.Run(); err == nil || err.Error() != "first" {
+		t.Fatalf("err %v", err)
+	}
+	if len(interrupted) != 2 {
+		t.Errorf("interrupted %v", interrupted)
+	}
+}
+
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "crd-lock")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExecChild(t *testing.T) {
+	cfg := config.Default()
+	cfg.NodeName = "node-a"
+	t.Run("answer, code, stdin and args", func(t *testing.T) {
+		dir := t.TempDir()
+		p := writeScript(t, `cat > "`+dir+`/stdin"; echo "$*" > "`+dir+`/args"; echo 'log line' >&2; echo 'noise'; echo '{"exit_code":4,"outcome":"blocked","reason":"lock_busy"}'; exit 4`)
+		var stderr bytes.Buffer
+		var res CycleResult
+		code, err := ExecChild{Path: p, Stderr: &stderr}.Run(context.Background(), StepCycle, []string{"--attempt", "2"}, cfg, &res)
+		if err != nil || code != exitcode.LockBusy || res.Reason != ReasonLockBusy {
+			t.Fatalf("code %v err %v res %+v", code, err, res)
+		}
+		args, _ := os.ReadFile(dir + "/args")
+		stdin, _ := os.ReadFile(dir + "/stdin")
+		if string(args) != "step cycle --attempt 2\n" || !strings.Contains(string(stdin), "node_name: node-a\n") || stderr.String() != "log line\n" {
+			t.Errorf("args %q stdin %q stderr %q", args, stdin, stderr.String())
+		}
+		if _, err := config.Parse("stdin", stdin); err != nil {
+			t.Errorf("the child cannot parse its stdin: %v", err)
+		}
+	})
+	t.Run("no JSON", func(t *testing.T) {
+		p := writeScript(t, `exit 7`)
+		code, err := ExecChild{Path: p}.Run(context.Background(), StepPublish, nil, cfg, &PublishResult{})
+		if err == nil || code != exitcode.EtcdUnavailable {
+			t.Fatalf("code %v err %v", code, err)
+		}
+		p = writeScript(t, `echo not json`)
+		if code, err := (ExecChild{Path: p}).Run(context.Background(), StepPublish, nil, cfg, nil); err == nil || code != exitcode.Internal {
+			t.Fatalf("code %v err %v", code, err)
+		}
+	})
+	t.Run("cannot start", func(t *testing.T) {
+		if _, err := (ExecChild{Path: "/nonexistent/crd-lock"}).Run(context.Background(), StepStatus, nil, cfg, nil); err == nil {
+			t.Fatal("no error")
+		}
+	})
+	t.Run("SIGTERM on cancel, then its answer", func(t *testing.T) {
+		dir := t.TempDir()
+		p := writeScript(t, `trap 'echo "{\"exit_code\":130,\"outcome\":\"blocked\",\"reason\":\"interrupted\"}"; exit 130' TERM
+touch "`+dir+`/started"
+while :; do sleep 0.01; done`)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for {
+				if _, err := os.Stat(dir + "/started"); err == nil {
+					cancel()
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		var res CycleResult
+		code, err := ExecChild{Path: p}.Run(ctx, StepCycle, nil, cfg, &res)
+		if err != nil || code != exitcode.Interrupted || res.Reason != ReasonInterrupted {
+			t.Fatalf("code %v err %v res %+v", code, err, res)
+		}
+	})
+	t.Run("killed after the grace period", func(t *testing.T) {
+		dir := t.TempDir()
+		p := writeScript(t, `trap '' TERM
+touch "`+dir+`/started"
+while :; do sleep 0.01; done`)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for {
+				if _, err := os.Stat(dir + "/started"); err == nil {
+					cancel()
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		code, err := ExecChild{Path: p, Grace: 50 * time.Millisecond}.Run(ctx, StepCycle, nil, cfg, nil)
+		if err == nil || code != exitcode.Interrupted {
+			t.Fatalf("code %v err %v", code, err)
+		}
+	})
+}
+
+type fakeNotifier struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (f *fakeNotifier) add(s string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lines = append(f.lines, s)
+	return nil
+}
+func (f *fakeNotifier) Ready(s string) error    { return f.add("READY " + s) }
+func (f *fakeNotifier) Status(s string) error   { return f.add("STATUS " + s) }
+func (f *fakeNotifier) Watchdog() error         { return f.add("WATCHDOG") }
+func (f *fakeNotifier) Stopping(s string) error { return f.add("STOPPING " + s) }
+func (f *fakeNotifier) all() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.lines, "\n")
+}
+
+// The daemon runs cycles, publishes, notifies systemd, writes metrics,
+// reloads on request and stops when its context ends.
+func TestDaemon(t *testing.T) {
+	w := newWorld(t)
+	w.windows.open = false
+	cfg := testConfig(w)
+	cfg.CheckIntervalSec = 1
+	cfg.Metrics.Textfile = filepath.Join(t.TempDir(), "crd.prom")
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	m := NewMetrics("test")
+	drv := New(cfg, w.deps(), log, m, nil)
+	reload := make(chan struct{}, 1)
+	n := &fakeNotifier{}
+	loads := 0
+	d := &Daemon{Driver: drv, Log: log, Notify: n, WatchdogEvery: 10 * time.Millisecond, Reload: reload, Metrics: m,
+		LoadConfig: func() (config.Config, error) {
+			loads++
+			if loads == 1 {
+				return config.Config{}, exitcode.Errorf(exitcode.Config, "config x: line 3: bad")
+			}
+			next := cfg
+			next.NodeName = "renamed"
+			next.Windows.Deny = []string{"Sat 00:00-24:00"}
+			return next, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	waitFor(t, func() bool { return d.Cycles() >= 1 && strings.Contains(n.all(), "WATCHDOG") })
+	reload <- struct{}{}
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "reload_failed") })
+	reload <- struct{}{}
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"event":"reloaded"`) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := drv.Config()
+	if got.NodeName != "node-a" || len(got.Windows.Deny) != 1 {
+		t.Errorf("after reload: node %q deny %v", got.NodeName, got.Windows.Deny)
+	}
+	for _, want := range []string{"READY", "STATUS blocked (window)", "WATCHDOG", "STOPPING"} {
+		if !strings.Contains(n.all(), want) {
+			t.Errorf("notifications lack %q:\n%s", want, n.all())
+		}
+	}
+	for _, want := range []string{`"event":"started"`, `"event":"reload_restart_only"`, `"fields":"node_name"`, `"event":"stopped"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %s:\n%s", want, logs.String())
+		}
+	}
+	prom, err := os.ReadFile(cfg.Metrics.Textfile)
+	if err != nil || !strings.Contains(string(prom), `clusterrebootd_reboot_blocked_total{reason="window"}`) {
+		t.Errorf("textfile %s %v", prom, err)
+	}
+	if !slicesContains(w.child.steps(), StepPublish) {
+		t.Errorf("never published: %v", w.child.steps())
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,157 @@
+package driver
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+)
+
+// The real dependencies answer through the same libraries as the tools.
+func TestRealDeps(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "proc/sys/kernel/random"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc/sys/kernel/random/boot_id"), []byte("b-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := Deps{}.Real(root)
+	if id, err := d.BootID(); err != nil || id != "b-1" {
+		t.Fatalf("boot id %q %v", id, err)
+	}
+	cfg := config.Default()
+	cfg.NodeName = "node-a"
+	cfg.Detectors = []config.Detector{{Type: "file", Path: "/run/reboot-required"}}
+	if rep := d.Detect.Detect(context.Background(), cfg); rep.Err != nil || rep.RebootRequired {
+		t.Errorf("detect %+v", rep)
+	}
+	cfg.Detectors = nil
+	if rep := d.Detect.Detect(context.Background(), cfg); exitcode.CodeOf(rep.Err) != exitcode.Config {
+		t.Errorf("no detectors: %v", rep.Err)
+	}
+	cfg.Windows = config.Windows{Deny: []string{"* 00:00-24:00"}, Timezone: "UTC"}
+	if dec, err := d.Windows.At(cfg, time.Now()); err != nil || dec.Open {
+		t.Errorf("window %+v %v", dec, err)
+	}
+	cfg.Windows.Timezone = "Mars/Olympus"
+	if _, err := d.Windows.At(cfg, time.Now()); err == nil {
+		t.Error("bad zone accepted")
+	}
+	cfg.Windows = config.Windows{Deny: []string{"Fooday 1-2"}}
+	if _, err := d.Windows.At(cfg, time.Now()); err == nil {
+		t.Error("bad window accepted")
+	}
+	cfg.HealthScript = "/bin/true"
+	r := d.Gate.Check(context.Background(), cfg, "pre-lock", policy.View{ReadAt: time.Now(), Nodes: []policy.NodeRecord{{Node: "node-b"}}})
+	if !r.Healthy {
+		t.Errorf("gate %+v", r)
+	}
+	if err := d.Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Sleep(ctx, time.Hour); err == nil {
+		t.Error("sleep ignored its context")
+	}
+}
+
+func TestRealHooks(t *testing.T) {
+	h := RealHooks{Runner: proc.Exec{}}
+	out := filepath.Join(t.TempDir(), "out")
+	hooks := []config.Hook{
+		{Name: "first", Cmd: []string{"/bin/sh", "-c", "echo first >> " + out}},
+		{Cmd: []string{"/bin/sh", "-c", "echo 'drain failed: 3 pods left' >&2; exit 2"}},
+		{Name: "never", Cmd: []string{"/bin/sh", "-c", "echo never >> " + out}},
+	}
+	err := h.Run(context.Background(), hooks)
+	if exitcode.CodeOf(err) != exitcode.RebootFailed || !strings.Contains(err.Error(), "hook #2") || !strings.Contains(err.Error(), "exited 2: drain failed: 3 pods left") {
+		t.Fatalf("err %v", err)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "first\n" {
+		t.Errorf("ran %q", b)
+	}
+	tests := []struct {
+		hook config.Hook
+		want string
+	}{
+		{config.Hook{Name: "t", Cmd: []string{"/bin/sleep", "5"}, TimeoutSec: 1}, "timed out"},
+		{config.Hook{Name: "m", Cmd: []string{"/nonexistent"}}, "could not be started"},
+		{config.Hook{Name: "k", Cmd: []string{"/bin/sh", "-c", "kill -9 $$"}}, "killed by signal"},
+	}
+	for _, tt := range tests {
+		if err := h.Run(context.Background(), []config.Hook{tt.hook}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err %v, want %q", tt.hook.Name, err, tt.want)
+		}
+	}
+}
+
+func TestProtocolTables(t *testing.T) {
+	for _, r := range Reasons() {
+		if ReasonCode(r) == exitcode.Internal {
+			t.Errorf("reason %s has no exit code", r)
+		}
+	}
+	if ReasonCode("bogus") != exitcode.Internal {
+		t.Error("unknown reason")
+	}
+	for _, c := range exitcode.All() {
+		if c == exitcode.OK || c == exitcode.Config || c == exitcode.Internal {
+			continue
+		}
+		if got := ReasonCode(CodeReason(c)); got != c && c != exitcode.RebootFailed {
+			t.Errorf("code %v -> %s -> %v", c, CodeReason(c), got)
+		}
+	}
+	if len(Steps()) != 7 {
+		t.Error(Steps())
+	}
+	a := PublishArgs{State: "idle", LastCheck: testNow}
+	if got := strings.Join(a.Args(), " "); got != "--state idle --reboot-required=false --last-check 2026-11-29T02:59:00Z" {
+		t.Error(got)
+	}
+	if (Status{State: "blocked", Reason: "window", Detail: "closed"}).String() != "blocked (window): closed" {
+		t.Error("status string")
+	}
+	if oneLine("a\nb", 200) != "a b" || oneLine("abcdef", 3) != "abc..." {
+		t.Error("oneLine")
+	}
+}
+
+// What the daemon renders, the child parses back.
+func TestProtocolFlagsRoundTrip(t *testing.T) {
+	in := PublishArgs{State: "blocked", RebootRequired: true, LastCheck: testNow, Detail: "window: closed"}
+	var out PublishArgs
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	out.Register(fs)
+	if err := fs.Parse(in.Args()); err != nil || out != in {
+		t.Errorf("publish %+v %v", out, err)
+	}
+	var c CycleArgs
+	fs = flag.NewFlagSet("cycle", flag.ContinueOnError)
+	c.Register(fs)
+	if err := fs.Parse(CycleArgs{Attempt: 3}.Args()); err != nil || c.Attempt != 3 {
+		t.Errorf("cycle %+v %v", c, err)
+	}
+	var p PauseArgs
+	fs = flag.NewFlagSet("pause", flag.ContinueOnError)
+	p.Register(fs)
+	if err := fs.Parse(PauseArgs{Reason: "freeze"}.Args()); err != nil || p.Reason != "freeze" {
+		t.Errorf("pause %+v %v", p, err)
+	}
+	var s ServeMetricsArgs
+	fs = flag.NewFlagSet("serve", flag.ContinueOnError)
+	s.Register(fs)
+	if err := fs.Parse(ServeMetricsArgs{Listen: "127.0.0.1:9100", File: "/run/x.prom"}.Args()); err != nil || s.File != "/run/x.prom" || s.Listen != "127.0.0.1:9100" {
+		t.Errorf("serve %+v %v", s, err)
+	}
+}

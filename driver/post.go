@@ -1,0 +1,273 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+)
+
+// postProgress remembers, for the boot being completed, which post-reboot
+// actions already ran, so that a retry after a failed gate or etcd step
+// does not run the hooks or the settle wait again.
+type postProgress struct {
+	bootID  string
+	hooks   bool
+	settled bool
+}
+
+// postReboot is step 0 (and 8): it handles a reboot marker. It reports
+// whether the cycle stops here.
+func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, out *Outcome) bool {
+	const name = "post_reboot"
+	m, err := reboot.ReadMarker(cfg.StateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		out.step(0, name, DecisionSkip, "", "no reboot marker")
+		return false
+	}
+	if err != nil {
+		out.block(0, name, ReasonPostReboot, err.Error())
+		return true
+	}
+	boot, err := d.deps.BootID()
+	if err != nil {
+		out.block(0, name, ReasonPostReboot, err.Error()+"; cannot tell whether the requested reboot happened")
+		return true
+	}
+	now := d.deps.Now()
+	slotTTL := time.Duration(cfg.RebootSlotTTLSec) * time.Second
+
+	if m.BootID == boot {
+		if now.Sub(m.RequestedAt) < slotTTL {
+			out.block(0, name, ReasonRebootInProgress, fmt.Sprintf("reboot requested at %s; waiting for the machine to go down", m.RequestedAt.UTC().Format(time.RFC3339)))
+			return true
+		}
+		// The command returned, yet nothing rebooted within the slot's TTL.
+		d.log.Error("the reboot command returned but the machine did not reboot; removing the stale marker",
+			"event", "reboot_not_happened", "requested_at", m.RequestedAt, "boot_id", boot, "command", m.Command)
+		if d.metrics != nil {
+			d.metrics.Blocked.Inc(ReasonRebootFailed)
+		}
+		if mode.Simulate {
+			out.step(0, name, DecisionSkip, ReasonRebootFailed, "stale marker of a reboot that did not happen would be removed")
+			return false
+		}
+		if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: false}, now); err != nil {
+			out.block(0, name, ReasonRebootLoop, err.Error())
+			return true
+		}
+		if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
+			out.block(0, name, ReasonPostReboot, err.Error())
+			return true
+		}
+		out.step(0, name, DecisionDone, ReasonRebootFailed, "removed the marker of a reboot that did not happen")
+		return false
+	}
+
+	// A coordinated reboot completed: finish it.
+	d.mu.Lock()
+	if d.post.bootID != m.BootID {
+		d.post = postProgress{bootID: m.BootID}
+	}
+	progress := d.post
+	d.status.State = policy.StatePostReboot
+	d.mu.Unlock()
+	if !mode.Simulate {
+		if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: true}, now); err != nil {
+			out.block(0, name, ReasonRebootLoop, err.Error())
+			return true
+		}
+	}
+	if h, err := ReadHistory(cfg.StateDir); err != nil {
+		out.block(0, name, ReasonRebootLoop, err.Error())
+		return true
+	} else if h.Block != nil {
+		out.block(0, name, ReasonRebootLoop, h.Block.Detail+"; clear it with clusterrebootd resume --local")
+		return true
+	}
+	if !progress.hooks && len(cfg.PostRebootHooks) > 0 {
+		if cfg.DryRun || mode.Simulate {
+			out.step(0, "post_reboot_hooks", DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
+		} else if err := d.deps.Hooks.Run(ctx, cfg.PostRebootHooks); err != nil {
+			out.block(0, "post_reboot_hooks", ReasonPostReboot, err.Error())
+			return true
+		} else {
+			out.step(0, "post_reboot_hooks", DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
+		}
+		d.markPost(m.BootID, func(p *postProgress) { p.hooks = true })
+	}
+	rep := d.deps.Detect.Detect(ctx, cfg)
+	if rep.Err != nil {
+		out.block(0, "post_reboot_detect", ReasonDetector, rep.Err.Error())
+		return true
+	}
+	if rep.RebootRequired {
+		detail := fmt.Sprintf("the node still needs a reboot after the coordinated reboot requested at %s", m.RequestedAt.UTC().Format(time.RFC3339))
+		if !mode.Simulate {
+			if err := d.setBlock(cfg, detail, now); err != nil {
+				detail += "; " + err.Error()
+			}
+		}
+		out.block(0, "post_reboot_detect", ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
+		return true
+	}
+	out.step(0, "post_reboot_detect", DecisionPass, "", "no detector fires after the reboot")
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePostReboot, d.View())
+	d.countHealth(gr)
+	if !gr.Healthy {
+		out.block(0, "post_reboot_health", ReasonPostReboot, gr.Reason)
+		return true
+	}
+	out.step(0, "post_reboot_health", DecisionPass, "", gr.Reason)
+	if mode.Simulate {
+		out.step(0, name, DecisionSkip, "", "simulation: the slot is not freed and the marker stays")
+		return false
+	}
+	if !progress.settled && cfg.SettleSec > 0 {
+		if err := d.deps.Sleep(ctx, time.Duration(cfg.SettleSec)*time.Second); err != nil {
+			out.block(0, "settle", ReasonInterrupted, "stopped during settle_sec")
+			return true
+		}
+		d.markPost(m.BootID, func(p *postProgress) { p.settled = true })
+	}
+	var res CompleteResult
+	code, err := d.deps.Child.Run(ctx, StepComplete, nil, cfg, &res)
+	if err != nil || code != exitcode.OK {
+		detail := res.Error
+		if err != nil {
+			detail = err.Error()
+		}
+		out.block(0, "complete", CodeReason(code), "cannot free the reboot slot: "+detail)
+		return true
+	}
+	if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
+		out.block(0, name, ReasonPostReboot, err.Error())
+		return true
+	}
+	done := d.deps.Now()
+	if err := WriteFileAtomic(filepath.Join(cfg.RunDir, LastRebootFile), []byte(done.UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		d.log.Warn("cannot write the post-reboot timestamp", "event", "run_dir_error", "error", err)
+	}
+	d.log.Info("coordinated reboot completed", "event", "reboot_completed", "duration_ms", done.Sub(m.RequestedAt).Milliseconds(),
+		"requested_at", m.RequestedAt, "slot_freed", res.Freed)
+	out.step(0, name, DecisionDone, "", fmt.Sprintf("reboot requested at %s completed; slot freed", m.RequestedAt.UTC().Format(time.RFC3339)))
+	return false
+}
+
+func (d *Driver) markPost(bootID string, f func(*postProgress)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.post.bootID == bootID {
+		f(&d.post)
+	}
+}
+
+// record adds a reboot to the history (once per marker).
+func (d *Driver) record(cfg config.Config, e HistoryEntry, now time.Time) error {
+	h, err := ReadHistory(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if !h.Add(e, now) {
+		return nil
+	}
+	return WriteHistory(cfg.StateDir, h)
+}
+
+func (d *Driver) setBlock(cfg config.Config, detail string, now time.Time) error {
+	h, err := ReadHistory(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if h.Block == nil {
+		h.Block = &LoopBlock{Since: now.UTC(), Detail: detail}
+		d.log.Error("reboot loop: this node is blocked until an operator clears it", "event", "reboot_loop", "detail", detail)
+	}
+	return WriteHistory(cfg.StateDir, h)
+}
+
+// loopCheck is the reboot-loop guard of step 2: a block recorded earlier,
+// or max_reboots_per_day reached.
+func (d *Driver) loopCheck(cfg config.Config, now time.Time, mode Mode) (bool, string) {
+	h, err := ReadHistory(cfg.StateDir)
+	if err != nil {
+		return true, err.Error()
+	}
+	if h.Block != nil {
+		return true, h.Block.Detail + "; clear it with clusterrebootd resume --local"
+	}
+	if n := h.InLastDay(now); n >= cfg.MaxRebootsPerDay {
+		detail := fmt.Sprintf("%d reboots in the last 24 hours, max_reboots_per_day is %d", n, cfg.MaxRebootsPerDay)
+		if !mode.Simulate {
+			if err := d.setBlock(cfg, detail, now); err != nil {
+				detail += "; " + err.Error()
+			}
+		}
+		return true, detail + "; clear it with clusterrebootd resume --local"
+	}
+	return false, ""
+}
+
+// ClearLoop removes a reboot_loop block and the reboots counted against
+// max_reboots_per_day (`clusterrebootd resume --local`). It reports whether
+// there was a block.
+func ClearLoop(stateDir string) (bool, error) {
+	h, err := ReadHistory(stateDir)
+	if err != nil {
+		// An unreadable history is cleared by starting a new one.
+		return true, WriteHistory(stateDir, History{})
+	}
+	had := h.Block != nil
+	h.Block = nil
+	h.Reboots = nil
+	return had, WriteHistory(stateDir, h)
+}
+
+// Publish runs the child's publish step with the current status and keeps
+// the view it returns.
+func (d *Driver) Publish(ctx context.Context) error {
+	cfg := d.Config()
+	st := d.Status()
+	last := st.LastCheck
+	if last.IsZero() {
+		last = d.deps.Now()
+	}
+	detail := st.Detail
+	if st.Reason != "" && detail != "" {
+		detail = st.Reason + ": " + detail
+	} else if st.Reason != "" {
+		detail = st.Reason
+	}
+	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200)}
+	var res PublishResult
+	code, err := d.deps.Child.Run(ctx, StepPublish, args.Args(), cfg, &res)
+	if err != nil {
+		return exitcode.New(code, err)
+	}
+	if code != exitcode.OK {
+		return exitcode.Errorf(code, "publish: %s", res.Error)
+	}
+	d.SetView(res.View)
+	return nil
+}
+
+func oneLine(s string, max int) string {
+	b := []rune(s)
+	for i, r := range b {
+		if r == '\n' || r == '\r' {
+			b[i] = ' '
+		}
+	}
+	if len(b) > max {
+		b = append(b[:max], '.', '.', '.')
+	}
+	return string(b)
+}

@@ -1,0 +1,196 @@
+package driver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+)
+
+func writeMarker(t *testing.T, w *world, bootID string, at time.Time) {
+	t.Helper()
+	if err := reboot.WriteMarker(w.stateDir, reboot.Marker{Version: 1, Node: "node-a", BootID: bootID, RequestedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPostReboot(t *testing.T) {
+	tests := []struct {
+		name       string
+		setup      func(t *testing.T, w *world, cfg *config.Config)
+		mode       Mode
+		reason     string // "" when the cycle went on to its normal end
+		markerLeft bool
+		children   []string
+		hooks      int
+		check      func(t *testing.T, w *world)
+	}{
+		{name: "completed: hooks, checks, settle, complete", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			cfg.SettleSec = 30
+			cfg.PostRebootHooks = []config.Hook{{Name: "uncordon", Cmd: []string{"/bin/true"}}}
+			w.detect.required = false
+			w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+		}, children: []string{StepComplete}, hooks: 1, check: func(t *testing.T, w *world) {
+			if len(w.slept) != 1 || w.slept[0] != 30*time.Second {
+				t.Errorf("slept %v", w.slept)
+			}
+			b, err := os.ReadFile(filepath.Join(w.runDir, LastRebootFile))
+			if err != nil || strings.TrimSpace(string(b)) != "2026-11-29T02:59:00Z" {
+				t.Errorf("last-reboot %q %v", b, err)
+			}
+			h, _ := ReadHistory(w.stateDir)
+			if len(h.Reboots) != 1 || !h.Reboots[0].Rebooted || h.Reboots[0].BootID != "boot-1" {
+				t.Errorf("history %+v", h)
+			}
+			if w.gate.phases[0] != "post-reboot" {
+				t.Errorf("gate phases %v", w.gate.phases)
+			}
+		}},
+		{name: "post-reboot gate fails: slot kept", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			w.gate.unhealthy["post-reboot"] = true
+			w.detect.required = false
+		}, reason: ReasonPostReboot, markerLeft: true},
+		{name: "hook fails", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/false"}}}
+			w.hooks.err = exitcode.Errorf(exitcode.RebootFailed, "hook x exited 1")
+		}, reason: ReasonPostReboot, markerLeft: true, hooks: 1},
+		{name: "dry run skips hooks", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			cfg.DryRun = true
+			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/false"}}}
+			w.detect.required = false
+		}, children: []string{StepComplete}},
+		{name: "complete fails: retried later", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			w.detect.required = false
+			w.child.answers[StepComplete] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+		}, reason: ReasonEtcd, markerLeft: true, children: []string{StepComplete}},
+		{name: "still needed after the reboot: reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+		}, reason: ReasonRebootLoop, markerLeft: true, check: func(t *testing.T, w *world) {
+			if h, _ := ReadHistory(w.stateDir); h.Block == nil {
+				t.Error("no block recorded")
+			}
+		}},
+		{name: "reboot in progress", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-2", testNow.Add(-time.Minute))
+		}, reason: ReasonRebootInProgress, markerLeft: true},
+		{name: "reboot that never happened", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-2", testNow.Add(-time.Hour))
+			w.detect.required = false
+		}, check: func(t *testing.T, w *world) {
+			h, _ := ReadHistory(w.stateDir)
+			if len(h.Reboots) != 1 || h.Reboots[0].Rebooted {
+				t.Errorf("history %+v", h)
+			}
+		}},
+		{name: "simulate changes nothing", mode: Mode{Simulate: true}, setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/true"}}}
+			w.detect.required = false
+		}, markerLeft: true, check: func(t *testing.T, w *world) {
+			if _, err := os.Stat(HistoryPath(w.stateDir)); err == nil {
+				t.Error("simulate wrote the history")
+			}
+		}},
+		{name: "corrupt marker", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			if err := os.MkdirAll(w.stateDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(reboot.MarkerPath(w.stateDir), []byte("{"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, reason: ReasonPostReboot, markerLeft: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			cfg := testConfig(w)
+			tt.setup(t, w, &cfg)
+			d := newDriver(t, w, cfg, nil)
+			out := d.RunOnce(context.Background(), tt.mode)
+			if tt.reason != "" && (out.Reason != tt.reason || out.Step != 0) {
+				t.Fatalf("got %s/%s step %d: %s", out.Action, out.Reason, out.Step, out.Detail)
+			}
+			if tt.reason == "" && out.Step == 0 {
+				t.Fatalf("stopped at step 0: %s %s", out.Reason, out.Detail)
+			}
+			_, err := os.Stat(reboot.MarkerPath(w.stateDir))
+			if left := err == nil; left != tt.markerLeft {
+				t.Errorf("marker left %v, want %v", left, tt.markerLeft)
+			}
+			got := w.child.steps()
+			if len(got) != len(tt.children) || (len(got) > 0 && got[0] != tt.children[0]) {
+				t.Errorf("child steps %v, want %v", got, tt.children)
+			}
+			if w.hooks.calls != tt.hooks {
+				t.Errorf("hooks ran %d times, want %d", w.hooks.calls, tt.hooks)
+			}
+			if tt.check != nil {
+				tt.check(t, w)
+			}
+		})
+	}
+}
+
+// A retry after a failed gate does not run the hooks or count the reboot again.
+func TestPostRebootRetry(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/true"}}}
+	writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+	w.detect.required = false
+	w.gate.unhealthy["post-reboot"] = true
+	d := newDriver(t, w, cfg, nil)
+	d.RunOnce(context.Background(), Mode{})
+	w.gate.unhealthy["post-reboot"] = false
+	out := d.RunOnce(context.Background(), Mode{})
+	if out.Step == 0 || w.hooks.calls != 1 {
+		t.Fatalf("out %+v hooks %d", out, w.hooks.calls)
+	}
+	if h, _ := ReadHistory(w.stateDir); len(h.Reboots) != 1 {
+		t.Errorf("history %+v", h)
+	}
+}
+
+func TestHistory(t *testing.T) {
+	dir := t.TempDir()
+	h, err := ReadHistory(dir)
+	if err != nil || len(h.Reboots) != 0 {
+		t.Fatal(h, err)
+	}
+	h.Add(HistoryEntry{At: testNow.Add(-8 * 24 * time.Hour), BootID: "old"}, testNow)
+	if !h.Add(HistoryEntry{At: testNow.Add(-2 * time.Hour), BootID: "a"}, testNow) || h.Add(HistoryEntry{At: testNow.Add(-2 * time.Hour), BootID: "a"}, testNow) {
+		t.Error("dedup")
+	}
+	if len(h.Reboots) != 1 || h.InLastDay(testNow) != 1 {
+		t.Errorf("%+v", h)
+	}
+	if err := WriteHistory(dir, h); err != nil {
+		t.Fatal(err)
+	}
+	if had, err := ClearLoop(dir); had || err != nil {
+		t.Errorf("had %v err %v", had, err)
+	}
+	if err := os.WriteFile(HistoryPath(dir), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadHistory(dir); err == nil || !strings.Contains(err.Error(), "fix or delete") {
+		t.Errorf("err %v", err)
+	}
+	if had, err := ClearLoop(dir); !had || err != nil {
+		t.Errorf("had %v err %v", had, err)
+	}
+	if err := WriteFileAtomic(filepath.Join(HistoryPath(dir), "x"), nil, 0o644); err == nil {
+		t.Error("writing below a file worked")
+	}
+}

@@ -1,0 +1,286 @@
+package driver
+
+import (
+	"flag"
+	"strconv"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+)
+
+// The child protocol: the daemon runs `crd-lock step <name> [flags]` with its
+// effective configuration as YAML on stdin; the child writes exactly one JSON
+// object (one of the *Result types below) on stdout, logs on stderr, and exits
+// with a code of the table in lib/exitcode. This file is shared by both sides:
+// driver/cluster (the child) imports it, the daemon imports it; driver never
+// imports driver/cluster.
+
+// ChildTool is the program the daemon runs for its cluster steps.
+const ChildTool = "crd-lock"
+
+// ChildCommand is the first argument of every cluster step: crd-lock step NAME.
+const ChildCommand = "step"
+
+// Step names, the second argument.
+const (
+	// StepPublish writes this node's health record and returns the view.
+	StepPublish = "publish"
+	// StepCycle acquires the lock and runs steps 5-7 of the cycle.
+	StepCycle = "cycle"
+	// StepComplete frees this node's reboot slot after a coordinated reboot.
+	StepComplete = "complete"
+	// StepStatus reads the cluster view and the lock.
+	StepStatus = "status"
+	// StepPause sets the cluster-wide kill switch key.
+	StepPause = "pause"
+	// StepResume deletes the cluster-wide kill switch key.
+	StepResume = "resume"
+	// StepServeMetrics serves a .prom file over HTTP until stdin closes.
+	StepServeMetrics = "serve-metrics"
+)
+
+// Steps lists every step name.
+func Steps() []string {
+	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepServeMetrics}
+}
+
+// Reason tokens: why a cycle did not reboot (or what happened). They appear
+// in logs (reason=), the metric label clusterrebootd_reboot_blocked_total
+// {reason}, JSON output and the STATUS= line sent to systemd.
+const (
+	ReasonKillSwitch       = "kill_switch"
+	ReasonPaused           = "paused"
+	ReasonNotNeeded        = "not_needed"
+	ReasonWindow           = "window"
+	ReasonPolicy           = "policy"
+	ReasonHealth           = "health"
+	ReasonLockBusy         = "lock_busy"
+	ReasonEtcd             = "etcd"
+	ReasonRebootInProgress = "reboot_in_progress"
+	ReasonDetector         = "detector"
+	ReasonHook             = "hook"
+	ReasonRebootFailed     = "reboot_failed"
+	ReasonRebootLoop       = "reboot_loop"
+	ReasonPostReboot       = "post_reboot"
+	// ReasonInterrupted: the step was stopped (daemon shutdown, a local
+	// condition turned false while waiting for the lock, a reload).
+	ReasonInterrupted = "interrupted"
+)
+
+// Reasons lists every reason token.
+func Reasons() []string {
+	return []string{ReasonKillSwitch, ReasonPaused, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
+		ReasonLockBusy, ReasonEtcd, ReasonRebootInProgress, ReasonDetector, ReasonHook, ReasonRebootFailed,
+		ReasonRebootLoop, ReasonPostReboot, ReasonInterrupted}
+}
+
+// ReasonCode is the exit code a blocked reason maps to (the exit code of
+// `clusterrebootd run --once` and `simulate`).
+func ReasonCode(reason string) exitcode.Code {
+	switch reason {
+	case ReasonNotNeeded:
+		return exitcode.No
+	case ReasonPolicy, ReasonHealth, ReasonRebootInProgress, ReasonPostReboot:
+		return exitcode.HealthBlocked
+	case ReasonLockBusy:
+		return exitcode.LockBusy
+	case ReasonWindow:
+		return exitcode.WindowClosed
+	case ReasonKillSwitch, ReasonPaused:
+		return exitcode.KillSwitch
+	case ReasonEtcd:
+		return exitcode.EtcdUnavailable
+	case ReasonDetector:
+		return exitcode.DetectorError
+	case ReasonHook, ReasonRebootFailed:
+		return exitcode.RebootFailed
+	case ReasonRebootLoop:
+		return exitcode.RebootLoop
+	case ReasonInterrupted:
+		return exitcode.Interrupted
+	}
+	return exitcode.Internal
+}
+
+// CodeReason is the reason a child's exit code stands for when its JSON
+// did not name one (a crashed or foreign child).
+func CodeReason(code exitcode.Code) string {
+	switch code {
+	case exitcode.No:
+		return ReasonNotNeeded
+	case exitcode.HealthBlocked:
+		return ReasonHealth
+	case exitcode.LockBusy:
+		return ReasonLockBusy
+	case exitcode.WindowClosed:
+		return ReasonWindow
+	case exitcode.KillSwitch:
+		return ReasonKillSwitch
+	case exitcode.EtcdUnavailable:
+		return ReasonEtcd
+	case exitcode.DetectorError:
+		return ReasonDetector
+	case exitcode.RebootFailed:
+		return ReasonRebootFailed
+	case exitcode.RebootLoop:
+		return ReasonRebootLoop
+	case exitcode.Interrupted:
+		return ReasonInterrupted
+	}
+	return ReasonEtcd
+}
+
+// Outcomes of the cycle step.
+const (
+	// OutcomeRebooting: the reboot command ran and exited 0 (exit 0).
+	OutcomeRebooting = "rebooting"
+	// OutcomeDryRun: everything up to the reboot command passed; nothing ran (exit 0).
+	OutcomeDryRun = "dry_run"
+	// OutcomeBlocked: a check said "not now"; Reason says which (exit = ReasonCode).
+	OutcomeBlocked = "blocked"
+)
+
+// PublishArgs are the flags of `crd-lock step publish`.
+type PublishArgs struct {
+	// State is one of the policy.State* values.
+	State string
+	// RebootRequired is the detectors' last answer.
+	RebootRequired bool
+	// LastCheck is when the daemon last ran its checks.
+	LastCheck time.Time
+	// Detail is the reason of a blocked state, one line.
+	Detail string
+}
+
+// Register adds the publish flags to fs (the child side).
+func (a *PublishArgs) Register(fs *flag.FlagSet) {
+	fs.StringVar(&a.State, "state", policy.StateIdle, "node `state` to publish")
+	fs.BoolVar(&a.RebootRequired, "reboot-required", false, "whether this node needs a reboot")
+	fs.Func("last-check", "`time` of the last check (RFC 3339)", func(s string) error {
+		t, err := time.Parse(time.RFC3339, s)
+		a.LastCheck = t
+		return err
+	})
+	fs.StringVar(&a.Detail, "detail", "", "why the node is blocked (`text`)")
+}
+
+// Args renders the flags (the daemon side).
+func (a PublishArgs) Args() []string {
+	args := []string{"--state", a.State, "--reboot-required=" + strconv.FormatBool(a.RebootRequired),
+		"--last-check", a.LastCheck.UTC().Format(time.RFC3339)}
+	if a.Detail != "" {
+		args = append(args, "--detail", a.Detail)
+	}
+	return args
+}
+
+// CycleArgs are the flags of `crd-lock step cycle`.
+type CycleArgs struct {
+	// Attempt counts consecutive blocked cycles of this reboot (1 first).
+	Attempt int
+}
+
+// Register adds the cycle flags to fs.
+func (a *CycleArgs) Register(fs *flag.FlagSet) {
+	fs.IntVar(&a.Attempt, "attempt", 1, "`number` of this attempt, for logs")
+}
+
+// Args renders the flags.
+func (a CycleArgs) Args() []string { return []string{"--attempt", strconv.Itoa(a.Attempt)} }
+
+// PauseArgs are the flags of `crd-lock step pause`.
+type PauseArgs struct {
+	Reason string
+}
+
+// Register adds the pause flags to fs.
+func (a *PauseArgs) Register(fs *flag.FlagSet) {
+	fs.StringVar(&a.Reason, "reason", "", "why reboots are paused (`text`, required)")
+}
+
+// Args renders the flags.
+func (a PauseArgs) Args() []string { return []string{"--reason", a.Reason} }
+
+// ServeMetricsArgs are the flags of `crd-lock step serve-metrics`.
+type ServeMetricsArgs struct {
+	Listen string
+	File   string
+}
+
+// Register adds the serve-metrics flags to fs.
+func (a *ServeMetricsArgs) Register(fs *flag.FlagSet) {
+	fs.StringVar(&a.Listen, "listen", "127.0.0.1:9090", "`address` to serve /metrics on")
+	fs.StringVar(&a.File, "file", "", "exposition `file` served as /metrics")
+}
+
+// Args renders the flags.
+func (a ServeMetricsArgs) Args() []string { return []string{"--listen", a.Listen, "--file", a.File} }
+
+// PublishResult is the JSON of `step publish`.
+type PublishResult struct {
+	report.Header
+	View policy.View `json:"view"`
+}
+
+// CycleResult is the JSON of `step cycle`.
+type CycleResult struct {
+	report.Header
+	// Outcome is rebooting, dry_run or blocked.
+	Outcome string `json:"outcome"`
+	// Reason is a reason token when blocked.
+	Reason string `json:"reason,omitempty"`
+	// Detail says why, one line.
+	Detail string `json:"detail,omitempty"`
+	// LockWaitMS is how long the lock took (0 when not acquired).
+	LockWaitMS int64 `json:"lock_wait_ms"`
+	// LeaseID is the lock session's lease in hex.
+	LeaseID string `json:"lease_id,omitempty"`
+	// FencingToken is the lock entry's create revision.
+	FencingToken int64 `json:"fencing_token,omitempty"`
+	// View is the cluster view read under the lock, when one was.
+	View *policy.View `json:"view,omitempty"`
+}
+
+// CompleteResult is the JSON of `step complete`.
+type CompleteResult struct {
+	report.Header
+	// Freed is true when a slot of this node existed and was deleted.
+	Freed bool `json:"freed"`
+}
+
+// LockEntry is one holder or waiter of the lock (lib/lock.Entry in JSON).
+type LockEntry struct {
+	Entry           string     `json:"entry"`
+	Node            string     `json:"node"`
+	LeaseID         string     `json:"lease_id"`
+	FencingToken    int64      `json:"fencing_token"`
+	TTLRemainingSec int64      `json:"ttl_remaining_sec"`
+	QueuedAt        time.Time  `json:"queued_at"`
+	AcquiredAt      *time.Time `json:"acquired_at,omitempty"`
+}
+
+// LockStatus is the lock as `step status` reads it (lib/lock.Info in JSON).
+type LockStatus struct {
+	Key      string      `json:"key"`
+	Holders  []LockEntry `json:"holders"`
+	Waiters  []LockEntry `json:"waiters"`
+	Revision int64       `json:"revision"`
+}
+
+// StatusResult is the JSON of `step status`.
+type StatusResult struct {
+	report.Header
+	View policy.View `json:"view"`
+	Lock LockStatus  `json:"lock"`
+}
+
+// PauseResult is the JSON of `step pause` and `step resume`.
+type PauseResult struct {
+	report.Header
+	// Paused is the pause now in effect (nil after resume).
+	Paused *policy.Pause `json:"paused,omitempty"`
+	// Changed is false when the key was already in the requested state.
+	Changed bool `json:"changed"`
+}

@@ -1,0 +1,88 @@
+// Package notify speaks systemd's sd_notify protocol directly: one datagram
+// of newline-separated KEY=VALUE lines to the unix socket named by
+// $NOTIFY_SOCKET (a path, or an abstract socket when it starts with '@').
+//
+// It is best effort and silent outside systemd: with no socket configured
+// every call is a no-op. The caller reads the environment (NOTIFY_SOCKET,
+// WATCHDOG_USEC, WATCHDOG_PID) and passes the values in.
+package notify
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Notifier sends state changes to systemd.
+type Notifier struct {
+	socket string
+}
+
+// New returns a notifier for the socket named by NOTIFY_SOCKET's value;
+// "" gives a notifier that does nothing.
+func New(socket string) *Notifier { return &Notifier{socket: socket} }
+
+// Enabled reports whether a socket is configured.
+func (n *Notifier) Enabled() bool { return n != nil && n.socket != "" }
+
+// Send writes one datagram with the given state lines ("READY=1", ...).
+func (n *Notifier) Send(states ...string) error {
+	if !n.Enabled() || len(states) == 0 {
+		return nil
+	}
+	name := n.socket
+	if strings.HasPrefix(name, "@") {
+		name = "\x00" + name[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		return fmt.Errorf("notify: connect %s: %w", n.socket, err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := conn.Write([]byte(strings.Join(states, "\n") + "\n")); err != nil {
+		return fmt.Errorf("notify: send to %s: %w", n.socket, err)
+	}
+	return nil
+}
+
+// Ready tells systemd start-up is complete, with a status line.
+func (n *Notifier) Ready(status string) error {
+	return n.Send("READY=1", "STATUS="+oneLine(status))
+}
+
+// Status sets the free-form status systemctl status shows.
+func (n *Notifier) Status(status string) error { return n.Send("STATUS=" + oneLine(status)) }
+
+// Watchdog pings the service watchdog.
+func (n *Notifier) Watchdog() error { return n.Send("WATCHDOG=1") }
+
+// Stopping tells systemd the service is shutting down.
+func (n *Notifier) Stopping(status string) error {
+	return n.Send("STOPPING=1", "STATUS="+oneLine(status))
+}
+
+// WatchdogInterval is how often to ping given WATCHDOG_USEC and
+// WATCHDOG_PID: half the watchdog timeout, or 0 when no watchdog is
+// configured for this process (pid). Malformed values mean no watchdog.
+func WatchdogInterval(usec, watchdogPID string, pid int) time.Duration {
+	if usec == "" {
+		return 0
+	}
+	if watchdogPID != "" {
+		p, err := strconv.Atoi(watchdogPID)
+		if err != nil || p != pid {
+			return 0
+		}
+	}
+	u, err := strconv.ParseUint(usec, 10, 63)
+	if err != nil || u == 0 {
+		return 0
+	}
+	return time.Duration(u) * time.Microsecond / 2
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}

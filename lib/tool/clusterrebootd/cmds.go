@@ -1,0 +1,314 @@
+package clusterrebootd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/version"
+)
+
+// versionResult is the JSON of version.
+type versionResult struct {
+	report.Header
+	version.Info
+}
+
+func (r versionResult) Text(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "clusterrebootd %s (commit %s, built %s, %s, %s)\n", r.Version, r.Commit, r.BuildDate, r.GoVersion, r.Platform)
+	return err
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) error {
+	b := newBase("version", stderr, false)
+	if err := b.parse(args, stdout); err != nil {
+		return err
+	}
+	res := versionResult{Info: version.Get()}
+	return finish(stdout, b.format, &res.Header, &res, nil)
+}
+
+// validateResult is the JSON of validate-config.
+type validateResult struct {
+	report.Header
+	Config   string           `json:"config"`
+	Sources  []string         `json:"sources"`
+	Valid    bool             `json:"valid"`
+	Problems []config.Problem `json:"problems"`
+}
+
+func (r validateResult) Text(w io.Writer) error {
+	if r.Valid {
+		_, err := fmt.Fprintf(w, "%s: valid (%s)\n", r.Config, strings.Join(r.Sources, ", "))
+		return err
+	}
+	fmt.Fprintf(w, "%s: %d problem(s)\n", r.Config, len(r.Problems))
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "  "+p.String())
+	}
+	return nil
+}
+
+func validateCmd(args []string, stdout, stderr io.Writer) error {
+	b := newBase("validate-config", stderr, false)
+	if err := b.parse(args, stdout); err != nil {
+		return err
+	}
+	res := validateResult{Config: b.c.ConfigPath, Problems: []config.Problem{}, Sources: []string{}}
+	cfg, err := b.load(nil)
+	res.Node = cfg.NodeName
+	if s := cfg.Sources(); s != nil {
+		res.Sources = s
+	}
+	if err == nil {
+		// The detectors' own checks (lib/detect) find what the schema cannot.
+		if _, derr := detect.New(cfg.Detectors, detect.Env{}); derr != nil {
+			err = derr
+		}
+	}
+	if err != nil {
+		var ve *config.ValidationError
+		if errors.As(err, &ve) {
+			res.Problems = ve.Problems
+			err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(ve.Problems), ve.Problems[0])
+		} else {
+			res.Problems = []config.Problem{{Message: err.Error()}}
+		}
+	}
+	res.Valid = err == nil
+	return finish(stdout, b.format, &res.Header, &res, err)
+}
+
+// localState is what this node knows without etcd.
+type localState struct {
+	KillSwitch       bool              `json:"kill_switch"`
+	KillSwitchReason string            `json:"kill_switch_reason,omitempty"`
+	Marker           *reboot.Marker    `json:"marker,omitempty"`
+	RebootLoop       *driver.LoopBlock `json:"reboot_loop,omitempty"`
+	RebootsLastDay   int               `json:"reboots_last_day"`
+	MaxRebootsPerDay int               `json:"max_reboots_per_day"`
+	LastReboot       string            `json:"last_reboot,omitempty"`
+}
+
+func readLocal(cfg config.Config, now time.Time) localState {
+	var l localState
+	l.KillSwitch, l.KillSwitchReason, _ = reboot.KillSwitch(cfg.KillSwitchFile)
+	if m, err := reboot.ReadMarker(cfg.StateDir); err == nil {
+		l.Marker = &m
+	}
+	if h, err := driver.ReadHistory(cfg.StateDir); err == nil {
+		l.RebootLoop = h.Block
+		l.RebootsLastDay = h.InLastDay(now)
+	} else {
+		l.RebootLoop = &driver.LoopBlock{Detail: err.Error()}
+	}
+	l.MaxRebootsPerDay = cfg.MaxRebootsPerDay
+	if b, err := os.ReadFile(filepath.Join(cfg.RunDir, driver.LastRebootFile)); err == nil {
+		l.LastReboot = strings.TrimSpace(string(b))
+	}
+	return l
+}
+
+// statusResult is the JSON of status.
+type statusResult struct {
+	report.Header
+	Local localState         `json:"local"`
+	View  *policy.View       `json:"view,omitempty"`
+	Lock  *driver.LockStatus `json:"lock,omitempty"`
+}
+
+func (r statusResult) Text(w io.Writer) error {
+	report.Line(w, "node", r.Node)
+	ks := "not set"
+	if r.Local.KillSwitch {
+		ks = "SET: " + r.Local.KillSwitchReason
+	}
+	report.Line(w, "kill switch", ks)
+	if r.Local.RebootLoop != nil {
+		report.Line(w, "reboot loop", r.Local.RebootLoop.Detail)
+	}
+	report.Line(w, "reboots (24 h)", fmt.Sprintf("%d of max %d", r.Local.RebootsLastDay, r.Local.MaxRebootsPerDay))
+	if r.Local.Marker != nil {
+		report.Line(w, "marker", "reboot requested at "+r.Local.Marker.RequestedAt.UTC().Format(time.RFC3339))
+	}
+	if r.Local.LastReboot != "" {
+		report.Line(w, "last reboot", r.Local.LastReboot)
+	}
+	if r.View != nil {
+		paused := "no"
+		if p := r.View.Paused; p != nil {
+			paused = fmt.Sprintf("yes, by %s since %s: %s", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason)
+		}
+		report.Line(w, "cluster paused", paused)
+		for _, s := range r.View.Rebooting {
+			report.Line(w, "rebooting", fmt.Sprintf("%s since %s (slot ttl %ds)", s.Node, s.Since.UTC().Format(time.RFC3339), s.TTLSec))
+		}
+		fmt.Fprintf(w, "%-24s %-14s %-8s %-20s %s\n", "NODE", "STATE", "REBOOT", "LAST CHECK", "REASON")
+		for _, n := range r.View.Nodes {
+			fmt.Fprintf(w, "%-24s %-14s %-8v %-20s %s\n", n.Node, n.State, n.RebootRequired, n.LastCheck.UTC().Format(time.RFC3339), n.Reason)
+		}
+	}
+	if r.Lock != nil {
+		report.Line(w, "lock", r.Lock.Key)
+		for _, e := range r.Lock.Holders {
+			report.Line(w, "  holder", fmt.Sprintf("%s lease %s", e.Node, e.LeaseID))
+		}
+		for _, e := range r.Lock.Waiters {
+			report.Line(w, "  waiter", fmt.Sprintf("%s lease %s", e.Node, e.LeaseID))
+		}
+	}
+	if r.Error != "" {
+		report.Line(w, "error", r.Error)
+	}
+	return nil
+}
+
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	b := newBase("status", stderr, true)
+	if err := b.parse(args, stdout); err != nil {
+		return err
+	}
+	res := statusResult{}
+	cfg, err := b.load(nil)
+	res.Node = cfg.NodeName
+	if err != nil {
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	res.Local = readLocal(cfg, time.Now())
+	child, err := b.child(stderr)
+	if err != nil {
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	var cr driver.StatusResult
+	code, err := child.Run(ctx, driver.StepStatus, nil, cfg, &cr)
+	if err == nil {
+		res.View, res.Lock = &cr.View, &cr.Lock
+		if code != exitcode.OK {
+			err = exitcode.Errorf(code, "%s", cr.Error)
+		}
+	} else {
+		err = exitcode.New(code, err)
+	}
+	return finish(stdout, b.format, &res.Header, &res, err)
+}
+
+// pauseResult is the JSON of pause and resume.
+type pauseResult struct {
+	report.Header
+	Paused  *policy.Pause `json:"paused,omitempty"`
+	Changed bool          `json:"changed"`
+	// Local is set by resume --local.
+	Local *localClear `json:"local,omitempty"`
+}
+
+type localClear struct {
+	LoopCleared   bool `json:"loop_cleared"`
+	MarkerRemoved bool `json:"marker_removed"`
+	SlotFreed     bool `json:"slot_freed"`
+}
+
+func (r pauseResult) Text(w io.Writer) error {
+	switch {
+	case r.Local != nil:
+		report.Line(w, "reboot loop", fmt.Sprintf("cleared: %v, stale marker removed: %v, slot freed: %v", r.Local.LoopCleared, r.Local.MarkerRemoved, r.Local.SlotFreed))
+	case r.Paused != nil:
+		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", r.Paused.By, r.Paused.Since.UTC().Format(time.RFC3339), r.Paused.Reason))
+	case r.Error == "":
+		report.Line(w, "paused", "no (reboots allowed)")
+	}
+	if r.Error != "" {
+		report.Line(w, "error", r.Error)
+	}
+	return nil
+}
+
+func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, pause bool) error {
+	sub := "resume"
+	if pause {
+		sub = "pause"
+	}
+	b := newBase(sub, stderr, true)
+	var reason string
+	var local bool
+	if pause {
+		b.fs.StringVar(&reason, "reason", "", "why reboots are paused (`text`, required; shown in status and logs)")
+	} else {
+		b.fs.BoolVar(&local, "local", false, "clear this node's reboot_loop block (and its reboot counter) instead of the cluster pause")
+	}
+	if err := b.parse(args, stdout); err != nil {
+		return err
+	}
+	res := pauseResult{}
+	cfg, err := b.load(nil)
+	res.Node = cfg.NodeName
+	if err != nil {
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	if pause && strings.TrimSpace(reason) == "" {
+		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd pause: --reason is required: say why, e.g. --reason \"change freeze until Monday\""))
+	}
+	child, err := b.child(stderr)
+	if local {
+		res.Local, err = resumeLocal(ctx, cfg, b.root, child, err)
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	if err != nil {
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	step, stepArgs := driver.StepResume, []string(nil)
+	if pause {
+		step, stepArgs = driver.StepPause, driver.PauseArgs{Reason: reason}.Args()
+	}
+	var cr driver.PauseResult
+	code, err := child.Run(ctx, step, stepArgs, cfg, &cr)
+	if err == nil {
+		res.Paused, res.Changed = cr.Paused, cr.Changed
+		if code != exitcode.OK {
+			err = exitcode.Errorf(code, "%s", cr.Error)
+		}
+	} else {
+		err = exitcode.New(code, err)
+	}
+	return finish(stdout, b.format, &res.Header, &res, err)
+}
+
+// resumeLocal clears a reboot_loop block: the history's block and counter,
+// a marker left by an earlier boot, and (best effort) this node's slot.
+func resumeLocal(ctx context.Context, cfg config.Config, root string, child driver.Child, childErr error) (*localClear, error) {
+	lc := &localClear{}
+	had, err := driver.ClearLoop(cfg.StateDir)
+	if err != nil {
+		return lc, exitcode.Errorf(exitcode.RebootLoop, "clusterrebootd resume --local: %v", err)
+	}
+	lc.LoopCleared = had
+	m, merr := reboot.ReadMarker(cfg.StateDir)
+	if merr == nil || !errors.Is(merr, fs.ErrNotExist) {
+		boot, berr := reboot.BootID(root)
+		if merr != nil || berr != nil || m.BootID != boot {
+			if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
+				return lc, exitcode.Errorf(exitcode.RebootLoop, "clusterrebootd resume --local: %v", err)
+			}
+			lc.MarkerRemoved = true
+		}
+	}
+	if childErr == nil {
+		var cr driver.CompleteResult
+		if code, err := child.Run(ctx, driver.StepComplete, nil, cfg, &cr); err == nil && code == exitcode.OK {
+			lc.SlotFreed = cr.Freed
+		}
+	}
+	return lc, nil
+}
