@@ -293,3 +293,31 @@ func TestRestartOnlyChanges(t *testing.T) {
 		t.Error("RestartOnlyFields")
 	}
 }
+
+func TestNamesAndListen(t *testing.T) {
+	for _, tt := range []struct {
+		s     string
+		max   int
+		first bool
+		ok    bool
+	}{
+		{"node-1", 253, true, true}, {"a.b_c", 253, true, true}, {"-x", 253, true, false}, {"", 253, true, false},
+		{"a/b", 253, true, false}, {"é", 253, true, false}, {strings.Repeat("a", 254), 253, true, false},
+		{"-rack", 63, false, true}, {"rack 1", 63, false, false},
+	} {
+		if got := validName(tt.s, tt.max, tt.first); got != tt.ok {
+			t.Errorf("validName(%q) = %v", tt.s, got)
+		}
+	}
+	for _, tt := range []struct {
+		s  string
+		ok bool
+	}{
+		{"127.0.0.1:9090", true}, {":9090", true}, {"[::1]:9090", true}, {"localhost:1", true},
+		{"nine", false}, {"::1:9090", false}, {"[::1:9090", false}, {"h:0", false}, {"h:70000", false}, {"h:x", false},
+	} {
+		if err := splitHostPort(tt.s); (err == nil) != tt.ok {
+			t.Errorf("splitHostPort(%q) = %v", tt.s, err)
+		}
+	}
+}
