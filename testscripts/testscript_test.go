@@ -54,7 +54,9 @@ func Params(dir string) testscript.Params {
 	return testscript.Params{
 		Dir: dir,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": cmdExitcode,
+			"exitcode":   cmdExitcode,
+			"etcd-start": CmdEtcdStart,
+			"waitfile":   CmdWaitFile,
 		},
 		Setup: func(env *testscript.Env) error {
 			// No test may see the host's configuration: the default config is an

@@ -112,7 +112,7 @@ func TestValidationErrors(t *testing.T) {
 		{"wrong type", "check_interval_sec: soon\n", "cannot unmarshal !!str `soon` into int"},
 		{"zero interval", "check_interval_sec: 0\n", "config.yaml:1: check_interval_sec: must be a positive number"},
 		{"negative interval", "health_publish_interval_sec: -5\n", "health_publish_interval_sec: must be a positive"},
-		{"ttl not above health timeout", "health_timeout_sec: 90\nlock_ttl_sec: 90\n", "lock_ttl_sec: 90 must be greater than health_timeout_sec (90)"},
+		{"ttl not above health timeout", "health_script: /bin/true\nhealth_timeout_sec: 90\nlock_ttl_sec: 90\n", "lock_ttl_sec: 90 must be greater than health_timeout_sec (90)"},
 		{"empty reboot command", "reboot_command: []\n", "reboot_command: must not be empty"},
 		{"relative reboot command", "reboot_command: [shutdown, -r]\n", "reboot_command[0]: \"shutdown\" must be an absolute path"},
 		{"bad window with line", "windows:\n  deny:\n    - \"* 23:00-06:00\"\n    - \"bogus\"\n", "config.yaml:4: windows.deny[1]: cannot parse"},
@@ -171,6 +171,14 @@ func TestValidationErrors(t *testing.T) {
 				t.Errorf("exit code %d, want 2", exitcode.From(err))
 			}
 		})
+	}
+}
+
+// Without a health script nothing runs under the lock, so an ad-hoc
+// crd-lock hold --ttl 10 needs no health_timeout_sec change.
+func TestShortTTLWithoutScript(t *testing.T) {
+	if _, err := load(t, "lock_ttl_sec: 10\n"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -265,7 +265,7 @@ func (v *validator) lock() {
 	}
 	if c.LockTTLSec < 5 {
 		v.bad("lock_ttl_sec", "%d is too short; at least 5 (default 90)", c.LockTTLSec)
-	} else if c.LockTTLSec <= c.HealthTimeoutSec {
+	} else if c.HealthScript != "" && c.LockTTLSec <= c.HealthTimeoutSec {
 		v.bad("lock_ttl_sec", "%d must be greater than health_timeout_sec (%d): the lock must outlive the under-lock health check", c.LockTTLSec, c.HealthTimeoutSec)
 	}
 	if c.MaxHolders < 1 {

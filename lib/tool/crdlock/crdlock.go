@@ -1,14 +1,213 @@
-// Package crdlock implements crd-lock. (stub: replaced by the real tool)
+// Package crdlock implements crd-lock, the cluster lock as a command.
+//
+// Synopsis:
+//
+//	crd-lock hold [--key K] [--group G] [--max-holders N] [--ttl S] [--timeout D] [--purpose TEXT] [--kill-grace D] -- COMMAND [ARGS...]
+//	crd-lock status [--key K] [--group G]
+//	crd-lock release [--key K] [--group G] [--holder NODE] [--force]
+//	crd-lock acquire   (not supported by design; see below)
+//
+// Description:
+//
+// hold waits for the etcd lock (lock_key, or lock_key/GROUP), runs COMMAND in
+// its own process group with CRD_LOCK_KEY, CRD_FENCING_TOKEN, CRD_LEASE_ID and
+// CRD_NODE in its environment, forwards SIGINT, SIGTERM and SIGHUP to it,
+// releases the lock when it exits and exits with its status, like flock(1) and
+// `etcdctl lock`. COMMAND inherits stdin, stdout and stderr; crd-lock prints
+// nothing on stdout before COMMAND ends and then exactly one JSON line, so the
+// result is always the last line of stdout. If the lock is lost while COMMAND
+// runs (lease expired or revoked, entry deleted, etcd silent for two thirds of
+// the TTL), the process group gets SIGTERM, SIGKILL after --kill-grace, and
+// crd-lock exits 4.
+//
+// status prints the holders and the waiters in order; release revokes the
+// lease of a stuck holder (another node's only with --force). acquire is not
+// offered: a lock that outlives the process that took it is the stuck lock
+// this tool exists to avoid; wrap the work with hold instead.
+//
+// Exit status:
+//
+//	0  done (hold: COMMAND exited 0; status: the lock is free; release: done)
+//	2  usage or configuration error, COMMAND not found, or acquire
+//	4  hold: not acquired within --timeout, or lost while COMMAND ran;
+//	   status: the lock is held; release: held by another node, no --force
+//	7  etcd unreachable, TLS or authentication failure
+//	130 interrupted while waiting for the lock
+//	other: COMMAND's own exit status (128+N when killed by signal N)
+//
+// Example:
+//
+//	crd-lock hold --timeout 10m --purpose "kernel update" -- apt-get -y dist-upgrade
+//	crd-lock status --group rack1
+//	crd-lock release --holder node-7 --force
 package crdlock
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"log/slog"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
+
+const tool = "crd-lock"
 
 // Run is the entry point of crd-lock.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return exitcode.Errorf(exitcode.Internal, "crd-lock: not implemented yet")
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		if len(args) == 0 {
+			err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status or release")
+			return writeUsageError(stdout, "", err)
+		}
+		return flag.ErrHelp
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "hold":
+		return runHold(ctx, rest, stdin, stdout, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
+	case "release":
+		return runRelease(ctx, rest, stdout, stderr)
+	case "step":
+		// The daemon's cluster steps (docs/cluster-protocol.md).
+		return cluster.RunStep(ctx, rest, stdin, stdout, stderr)
+	case "acquire":
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock, section ACQUIRE AND RELEASE)")
+		return writeUsageError(stdout, sub, err)
+	default:
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status or release", sub)
+		return writeUsageError(stdout, "", err)
+	}
+}
+
+// writeUsageError prints the JSON result of a run that never got to its
+// subcommand (the format is not known yet, so JSON).
+func writeUsageError(stdout io.Writer, sub string, err error) error {
+	r := base{Header: report.Header{Tool: tool}, Subcommand: sub}
+	r.Settle(err)
+	_ = report.Write(stdout, report.JSON, &r)
+	return err
+}
+
+// base is the part of every crd-lock result after the common header.
+type base struct {
+	report.Header
+	Subcommand string `json:"subcommand"`
+	Key        string `json:"key,omitempty"`
+}
+
+// flags are the options every subcommand shares.
+type flags struct {
+	common     cli.Common
+	endpoints  string
+	key        string
+	group      string
+	maxHolders int
+	ttl        int
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	f.common.Register(fs)
+	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
+	fs.StringVar(&f.key, "key", "", "lock `key` (overrides lock_key)")
+	fs.StringVar(&f.group, "group", "", "lock `group`: the key becomes KEY/GROUP (overrides group)")
+	fs.IntVar(&f.maxHolders, "max-holders", 0, "how many may hold the lock at once (overrides max_holders)")
+	fs.IntVar(&f.ttl, "ttl", 0, "lease TTL in `seconds` (overrides lock_ttl_sec)")
+}
+
+// load reads the configuration with the flags applied and works out the key.
+func (f *flags) load(fs *flag.FlagSet) (config.Config, string, error) {
+	cfg, err := f.common.Load(fs, func(c *config.Config) {
+		if f.endpoints != "" {
+			c.EtcdEndpoints = splitList(f.endpoints)
+		}
+		if f.key != "" {
+			c.LockKey = f.key
+		}
+		if cli.IsSet(fs, "group") {
+			c.Group = f.group
+		}
+		if f.maxHolders != 0 {
+			c.MaxHolders = f.maxHolders
+		}
+		if f.ttl != 0 {
+			c.LockTTLSec = f.ttl
+		}
+	})
+	if err != nil {
+		return cfg, "", err
+	}
+	if !lock.ValidGroup(cfg.Group) {
+		return cfg, "", exitcode.Errorf(exitcode.Config, "crd-lock: group %q: use letters, digits, '.', '_' and '-' only (at most 63)", cfg.Group)
+	}
+	key := lock.Key(cfg.LockKey, cfg.Group)
+	if err := etcd.CheckKey(etcd.Namespace(cfg), key, f.common.ConfigPath); err != nil {
+		return cfg, key, err
+	}
+	return cfg, key, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// connect opens the etcd client; errors are exit 2 or 7.
+func (f *flags) connect(ctx context.Context, cfg config.Config) (*clientv3.Client, error) {
+	return etcd.Connect(ctx, cfg, f.common.ConfigPath)
+}
+
+// lockOptions builds the lock options from the configuration.
+func lockOptions(cfg config.Config, key, purpose string, logger *slog.Logger) lock.Options {
+	return lock.Options{
+		Key:        key,
+		MaxHolders: cfg.MaxHolders,
+		TTL:        time.Duration(cfg.LockTTLSec) * time.Second,
+		Node:       cfg.NodeName,
+		PID:        os.Getpid(),
+		BootID:     bootID(),
+		Purpose:    purpose,
+		Backoff: lock.Backoff{
+			Min:  time.Duration(cfg.BackoffMinSec) * time.Second,
+			Max:  time.Duration(cfg.BackoffMaxSec) * time.Second,
+			Rand: rand.Float64,
+		},
+		RPCTimeout: time.Duration(cfg.EtcdDialTimeoutSec) * time.Second,
+		OnRetry: func(attempt int, err error, wait time.Duration) {
+			logger.Warn("etcd failed while acquiring; retrying", "key", key, "attempt", attempt, "wait", wait.Round(time.Millisecond), "err", err)
+		},
+		OnQueued: func(position int) {
+			logger.Info("lock is busy; waiting in line", "key", key, "position", position)
+		},
+	}
+}
+
+// bootID identifies this boot of the node, so an entry left by a previous
+// boot is recognisable in status output.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -1,0 +1,279 @@
+// Package cluster is the cluster half of clusterrebootd: everything the daemon
+// needs from etcd, run as the short-lived child `crd-lock step NAME`.
+//
+// Synopsis:
+//
+//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] < config.yaml
+//	crd-lock step cycle [--attempt N] < config.yaml
+//	crd-lock step complete < config.yaml
+//	crd-lock step status < config.yaml
+//	crd-lock step pause --reason TEXT < config.yaml
+//	crd-lock step resume < config.yaml
+//	crd-lock step serve-metrics --listen ADDR --file PATH
+//
+// Description: the daemon (driver, which links no etcd code) starts one of
+// these steps when it needs the cluster, hands over its effective
+// configuration as YAML on stdin, and reads exactly one JSON object (the
+// *Result types of package driver) from stdout; logs go to stderr as JSON.
+// cycle acquires the lock and, under it, re-checks everything, takes the
+// reboot slot in a transaction guarded by lock ownership, runs the
+// pre-reboot hooks and the reboot command. The protocol, the etcd keys and
+// their values are described in docs/cluster-protocol.md.
+//
+// Exit status: the table of lib/exitcode (docs/exit-codes.md): 0 done,
+// 1 no reboot needed any more, 2 configuration or usage, 3 policy or health
+// blocked, 4 lock lost or slot transaction refused, 5 window closed, 6 kill
+// switch or pause, 7 etcd unavailable, 8 detector failed, 9 hook or reboot
+// command failed, 70 bug, 130 interrupted (SIGTERM).
+//
+// Example:
+//
+//	crd-lock step status < /etc/clusterrebootd/config.yaml | jq .view.rebooting
+//
+// (the file must set node_name: the daemon fills it in from the hostname
+// before it hands its configuration over).
+//
+// Nothing here imports package driver's daemon code: driver/cluster imports
+// driver (the protocol types), never the reverse.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/window"
+)
+
+// Tool names the program in every JSON header.
+const Tool = driver.ChildTool
+
+// maxConfig bounds the configuration read from stdin.
+const maxConfig = 4 << 20
+
+// world is what a step sees of the machine besides etcd. RunStep uses the
+// real one; tests replace parts of it.
+type world struct {
+	now    func() time.Time
+	rand   func() float64
+	runner proc.Runner
+	// root is the file system root for the boot id and the detectors.
+	root string
+	// uname, when set, replaces uname(2) for kernel detectors.
+	uname func() (string, error)
+	// beforeSlot, when set, runs just before the slot transaction (tests use
+	// it to take the lock away at the worst moment).
+	beforeSlot func()
+}
+
+func realWorld() world {
+	return world{now: time.Now, rand: rand.Float64, runner: proc.Exec{}}
+}
+
+// session is one step's connection and configuration.
+type session struct {
+	cfg    config.Config
+	client *clientv3.Client
+	log    *slog.Logger
+	w      world
+	// ns is the etcd namespace, ending in "/".
+	ns string
+	// rpc bounds each single etcd request (etcd_dial_timeout_sec).
+	rpc time.Duration
+}
+
+// RunStep runs `crd-lock step NAME [flags]`: args[0] is the step name. The
+// configuration is read from stdin (except for serve-metrics, whose stdin is
+// only watched for EOF); exactly one JSON object is written to stdout.
+func RunStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return runStep(ctx, args, stdin, stdout, stderr, realWorld())
+}
+
+func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, w world) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		h := &report.Header{Tool: Tool}
+		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: name a step: %s", strings.Join(driver.Steps(), ", ")))
+	}
+	name, flags := args[0], args[1:]
+	fs := flag.NewFlagSet("crd-lock step "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	logLevel := fs.String("log-level", "info", "log `level` on stderr: debug, info, warn or error")
+
+	var (
+		publishArgs driver.PublishArgs
+		cycleArgs   driver.CycleArgs
+		pauseArgs   driver.PauseArgs
+		metricsArgs driver.ServeMetricsArgs
+		res         any
+		hdr         *report.Header
+	)
+	switch name {
+	case driver.StepPublish:
+		publishArgs.Register(fs)
+		r := &driver.PublishResult{View: emptyView()}
+		res, hdr = r, &r.Header
+	case driver.StepCycle:
+		cycleArgs.Register(fs)
+		r := &CycleResult{}
+		r.Outcome = driver.OutcomeBlocked
+		res, hdr = r, &r.Header
+	case driver.StepComplete:
+		r := &driver.CompleteResult{}
+		res, hdr = r, &r.Header
+	case driver.StepStatus:
+		r := &driver.StatusResult{View: emptyView(), Lock: driver.LockStatus{Holders: []driver.LockEntry{}, Waiters: []driver.LockEntry{}}}
+		res, hdr = r, &r.Header
+	case driver.StepPause, driver.StepResume:
+		if name == driver.StepPause {
+			pauseArgs.Register(fs)
+		}
+		r := &driver.PauseResult{}
+		res, hdr = r, &r.Header
+	case driver.StepServeMetrics:
+		metricsArgs.Register(fs)
+		r := &MetricsResult{}
+		res, hdr = r, &r.Header
+	default:
+		h := &report.Header{Tool: Tool}
+		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: unknown step %q: use one of %s", name, strings.Join(driver.Steps(), ", ")))
+	}
+	hdr.Tool = Tool
+	if err := fs.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return emit(stdout, res, hdr, err)
+		}
+		return emit(stdout, res, hdr, exitcode.Errorf(exitcode.Config, "%s: %v (see %s --help)", fs.Name(), err, fs.Name()))
+	}
+	if fs.NArg() > 0 {
+		return emit(stdout, res, hdr, exitcode.Errorf(exitcode.Config, "%s: unexpected argument %q", fs.Name(), fs.Arg(0)))
+	}
+	log, err := logging.New(stderr, Tool, *logLevel, "json")
+	if err != nil {
+		return emit(stdout, res, hdr, err)
+	}
+	log = log.With("step", name)
+	if name == driver.StepServeMetrics {
+		return emit(stdout, res, hdr, serveMetrics(ctx, metricsArgs, stdin, res.(*MetricsResult), log))
+	}
+
+	cfg, err := readConfig(stdin)
+	hdr.Node = cfg.NodeName
+	if err != nil {
+		return emit(stdout, res, hdr, err)
+	}
+	log = log.With("node", cfg.NodeName)
+	s := &session{cfg: cfg, log: log, w: w, ns: cfg.Namespace(), rpc: time.Duration(cfg.EtcdDialTimeoutSec) * time.Second}
+	if s.rpc <= 0 {
+		s.rpc = 5 * time.Second
+	}
+	s.client, err = etcd.Connect(ctx, cfg, "stdin")
+	if err != nil {
+		log.Warn("etcd unreachable", "event", "etcd_unavailable", "error", err.Error())
+		return emit(stdout, res, hdr, err)
+	}
+	defer s.client.Close()
+
+	switch name {
+	case driver.StepPublish:
+		err = s.publish(ctx, publishArgs, res.(*driver.PublishResult))
+	case driver.StepCycle:
+		err = s.cycle(ctx, cycleArgs, res.(*CycleResult))
+	case driver.StepComplete:
+		err = s.complete(ctx, res.(*driver.CompleteResult))
+	case driver.StepStatus:
+		err = s.status(ctx, res.(*driver.StatusResult))
+	case driver.StepPause:
+		err = s.pause(ctx, pauseArgs, res.(*driver.PauseResult))
+	case driver.StepResume:
+		err = s.resume(ctx, res.(*driver.PauseResult))
+	}
+	return emit(stdout, res, hdr, err)
+}
+
+// readConfig parses and validates the configuration on stdin.
+func readConfig(stdin io.Reader) (config.Config, error) {
+	if stdin == nil {
+		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: no configuration on stdin: the daemon passes its effective configuration as YAML")
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, maxConfig+1))
+	if err != nil {
+		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: reading the configuration from stdin: %v", err)
+	}
+	if len(data) > maxConfig {
+		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: the configuration on stdin exceeds %d bytes", maxConfig)
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: stdin is empty: pass the effective configuration as YAML (the daemon does; by hand: < /etc/clusterrebootd/config.yaml)")
+	}
+	cfg, err := config.Parse("stdin", data)
+	if err != nil {
+		return cfg, exitcode.New(exitcode.Config, err)
+	}
+	if err := config.Validate(&cfg, "stdin", window.Validate); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// emit settles the header from err, fills the reason of a blocked cycle,
+// writes the one JSON object and returns err.
+func emit(stdout io.Writer, res any, hdr *report.Header, err error) error {
+	hdr.Tool = Tool
+	if errors.Is(err, flag.ErrHelp) {
+		err = nil
+	}
+	hdr.Settle(err)
+	if c, ok := res.(*CycleResult); ok && err != nil {
+		code := exitcode.CodeOf(err)
+		if c.Outcome == "" {
+			c.Outcome = driver.OutcomeBlocked
+		}
+		if c.Reason == "" && code != exitcode.Config && code != exitcode.Internal {
+			c.Reason = driver.CodeReason(code)
+		}
+		if c.Detail == "" {
+			c.Detail = err.Error()
+		}
+	}
+	if werr := report.Write(stdout, report.JSON, res); werr != nil && err == nil {
+		return exitcode.New(exitcode.Internal, werr)
+	}
+	return err
+}
+
+// rpcCtx bounds one etcd request.
+func (s *session) rpcCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.rpc)
+}
+
+// etcdErr codes an etcd request failure: 130 when ctx was cancelled (SIGTERM),
+// else 7 naming the endpoints.
+func (s *session) etcdErr(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return exitcode.Errorf(exitcode.Interrupted, "cluster: interrupted while %s", what)
+	}
+	return exitcode.New(exitcode.EtcdUnavailable, fmt.Errorf("cluster: %s: %w", what, etcd.Unavailable(s.cfg.EtcdEndpoints, err)))
+}
+
+// fresh is a bounded context for clean-up that must happen even after ctx
+// was cancelled (releasing the lock, freeing a slot).
+func (s *session) fresh() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.rpc)
+}
+
+func secs(n int) time.Duration { return time.Duration(n) * time.Second }

@@ -1,0 +1,488 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/window"
+)
+
+// CycleResult is the JSON of `step cycle`: driver.CycleResult plus what the
+// daemon may show but need not parse.
+type CycleResult struct {
+	driver.CycleResult
+	// Attempt echoes --attempt.
+	Attempt int `json:"attempt"`
+	// SlotKey is the reboot slot this node holds after the step (set only
+	// with outcome rebooting).
+	SlotKey string `json:"slot_key,omitempty"`
+	// Policy is the built-in policies' verdict on the fresh view.
+	Policy *policy.Decision `json:"policy,omitempty"`
+	// Gate summarises the under-lock health check.
+	Gate *GateSummary `json:"gate,omitempty"`
+	// Present lists the nodes counted against max_holders at the last count.
+	Present []string `json:"present,omitempty"`
+	// Reboot is what lib/reboot did (or, in a dry run, would have done).
+	Reboot *reboot.Result `json:"reboot,omitempty"`
+}
+
+// GateSummary is the health gate's result without the captured output.
+type GateSummary struct {
+	Phase      string `json:"phase"`
+	Healthy    bool   `json:"healthy"`
+	ExitStatus int    `json:"exit_status"`
+	TimedOut   bool   `json:"timed_out"`
+	DurationMS int64  `json:"duration_ms"`
+	Reason     string `json:"reason"`
+}
+
+// defaultHookTimeout bounds a hook without timeout_sec.
+const defaultHookTimeout = 300
+
+// LockLostDetail is the detail of a cycle that stopped because its lock seat
+// was gone.
+const LockLostDetail = "lock lost"
+
+// cycleRun is one `step cycle` holding the lock.
+type cycleRun struct {
+	*session
+	// ctx ends on SIGTERM; uctx also ends when the lock is lost.
+	ctx, uctx context.Context
+	held      *lock.Held
+	res       *CycleResult
+	log       *slog.Logger
+	// slotLease carries the reboot slot once taken.
+	slotLease clientv3.LeaseID
+}
+
+// cycle acquires the lock and runs everything under it (docs/cluster-protocol.md).
+func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResult) error {
+	res.Attempt = a.Attempt
+	log := s.log.With("attempt", a.Attempt)
+	bootID, err := reboot.BootID(s.w.root)
+	if err != nil {
+		log.Warn("boot id unreadable; the lock annotation goes without it", "error", err.Error())
+	}
+	o := lock.Options{
+		Key: s.lockKey(), MaxHolders: s.cfg.MaxHolders, TTL: secs(s.cfg.LockTTLSec),
+		Node: s.cfg.NodeName, PID: os.Getpid(), BootID: bootID, Purpose: "reboot",
+		Backoff:    lock.Backoff{Min: secs(s.cfg.BackoffMinSec), Max: secs(s.cfg.BackoffMaxSec), Rand: s.w.rand},
+		RPCTimeout: s.rpc, Now: s.w.now,
+		OnRetry: func(attempt int, err error, wait time.Duration) {
+			log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", driver.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
+		},
+		OnQueued: func(position int) {
+			log.Info("waiting for the lock", "event", "lock_waiting", "reason", driver.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
+		},
+	}
+	held, err := lock.Acquire(ctx, s.client, o)
+	if err != nil {
+		log.Info("lock not acquired", "event", "lock_failed", "error", err.Error())
+		return err
+	}
+	res.LockWaitMS = held.Waited().Milliseconds()
+	res.LeaseID = fmt.Sprintf("%x", held.LeaseID())
+	res.FencingToken = held.FencingToken()
+	log = log.With("lease_id", res.LeaseID, "fencing_token", res.FencingToken)
+	log.Info("lock acquired", "event", "lock_acquired", "lock_key", s.lockKey(), "lock_wait_ms", res.LockWaitMS)
+	defer func() {
+		fctx, cancel := s.fresh()
+		defer cancel()
+		if err := held.Release(fctx); err != nil {
+			log.Warn("lock release failed; the seat expires with its lease", "event", "lock_release_failed", "error", err.Error())
+			return
+		}
+		log.Info("lock released", "event", "lock_released")
+	}()
+
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(held.Context(), cancel)
+	defer stop()
+	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log}
+	return c.run()
+}
+
+// run is steps 6 and 7: the checks under the lock, waiting for a free slot
+// (and checking again after a wait), then the slot, the hooks and the reboot.
+func (c *cycleRun) run() error {
+	for {
+		if err := c.checks(); err != nil {
+			return err
+		}
+		free, err := c.slotsFree()
+		if err != nil {
+			return err
+		}
+		if free {
+			break
+		}
+	}
+	if c.cfg.DryRun {
+		return c.dryRun()
+	}
+	if err := c.takeSlot(); err != nil {
+		return err
+	}
+	if err := c.hooks(); err != nil {
+		c.freeSlot()
+		return err
+	}
+	if err := c.reboot(); err != nil {
+		c.freeSlot()
+		return err
+	}
+	return nil
+}
+
+// lost reports whether the lock is gone (not by our own release).
+func (c *cycleRun) lost() bool {
+	err := c.held.Err()
+	return err != nil && !errors.Is(err, lock.ErrReleased)
+}
+
+// stop ends the cycle as blocked. A lost lock or a SIGTERM overrides the
+// reason: whatever failed then failed because of it.
+func (c *cycleRun) stop(reason string, err error) error {
+	detail := ""
+	switch {
+	case c.lost():
+		reason, err, detail = driver.ReasonLockBusy, c.held.Err(), LockLostDetail
+	case c.ctx.Err() != nil:
+		reason = driver.ReasonInterrupted
+		err = exitcode.Errorf(exitcode.Interrupted, "cluster: interrupted under the lock (SIGTERM); the lock is released and nothing was rebooted")
+	case reason == driver.ReasonLockBusy:
+		detail = LockLostDetail
+	}
+	if err == nil {
+		err = exitcode.Errorf(exitcode.Internal, "cluster: cycle stopped without a reason (a bug)")
+	}
+	if detail == "" {
+		detail = err.Error()
+	}
+	c.res.Outcome, c.res.Reason, c.res.Detail = driver.OutcomeBlocked, reason, detail
+	c.log.Info("reboot blocked under the lock", "event", "blocked", "reason", reason, "detail", detail)
+	return err
+}
+
+// alive returns the stop error when the lock is lost or SIGTERM arrived.
+func (c *cycleRun) alive() error {
+	if c.lost() || c.ctx.Err() != nil {
+		return c.stop("", nil)
+	}
+	return nil
+}
+
+// checks runs the under-lock checks in order: pause key, kill switch file,
+// window, detectors (debounce), policies on a fresh view, health gate.
+func (c *cycleRun) checks() error {
+	v, err := c.readView(c.uctx)
+	if err != nil {
+		return c.stop(driver.ReasonEtcd, err)
+	}
+	c.res.View = &v
+	if v.Paused != nil {
+		return c.stop(driver.ReasonPaused, exitcode.Errorf(exitcode.KillSwitch,
+			"cluster: reboots are paused cluster-wide (%s, by %s since %s): run `clusterrebootd resume` to allow them",
+			v.Paused.Reason, v.Paused.By, v.Paused.Since.Format("2006-01-02T15:04:05Z07:00")))
+	}
+	if set, why, _ := reboot.KillSwitch(c.cfg.KillSwitchFile); set {
+		return c.stop(driver.ReasonKillSwitch, exitcode.Errorf(exitcode.KillSwitch,
+			"cluster: kill switch %s is set (%s): remove the file to allow reboots", c.cfg.KillSwitchFile, why))
+	}
+	if err := c.window(); err != nil {
+		return err
+	}
+	if err := c.detect(); err != nil {
+		return err
+	}
+	if err := c.alive(); err != nil {
+		return err
+	}
+	if v, err = c.readView(c.uctx); err != nil {
+		return c.stop(driver.ReasonEtcd, err)
+	}
+	c.res.View = &v
+	d := policy.Evaluate(v, c.cfg.NodeName, c.cfg.ClusterPolicies)
+	c.res.Policy = &d
+	if !d.Allowed {
+		return c.stop(driver.ReasonPolicy, exitcode.Errorf(exitcode.HealthBlocked, "cluster: policy %s: %s", d.Rule, d.Reason))
+	}
+	gc := gate.FromConfig(c.cfg, gate.PhaseUnderLock)
+	gc.ClusterSize = d.ClusterSize
+	gr := gate.Run(c.uctx, c.w.runner, c.cfg.HealthScript, gate.Timeout(c.cfg), gc)
+	c.res.Gate = &GateSummary{Phase: gr.Phase, Healthy: gr.Healthy, ExitStatus: gr.ExitStatus, TimedOut: gr.TimedOut, DurationMS: gr.DurationMS, Reason: gr.Reason}
+	if err := gr.Err(); err != nil {
+		return c.stop(driver.ReasonHealth, err)
+	}
+	return c.alive()
+}
+
+func (c *cycleRun) window() error {
+	loc, err := window.LoadLocation(c.cfg.Windows.Timezone)
+	if err != nil {
+		return c.stop(driver.ReasonWindow, exitcode.New(exitcode.Config, err))
+	}
+	sched, err := window.New(c.cfg.Windows.Allow, c.cfg.Windows.Deny, loc)
+	if err != nil {
+		return c.stop(driver.ReasonWindow, err)
+	}
+	if d := sched.At(c.w.now()); !d.Open {
+		return c.stop(driver.ReasonWindow, exitcode.Errorf(exitcode.WindowClosed, "cluster: window closed: %s", d.Reason))
+	}
+	return nil
+}
+
+// detect asks the detectors again: a reboot that is no longer needed is not
+// done (FR-RD-3 debounce).
+func (c *cycleRun) detect() error {
+	ds, err := detect.New(c.cfg.Detectors, detect.Env{Root: c.w.root, Runner: c.w.runner, Uname: c.w.uname})
+	if err != nil {
+		return c.stop(driver.ReasonDetector, err)
+	}
+	rep := detect.Check(c.uctx, ds)
+	if rep.Err != nil {
+		return c.stop(driver.ReasonDetector, rep.Err)
+	}
+	if !rep.RebootRequired {
+		return c.stop(driver.ReasonNotNeeded, exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do"))
+	}
+	return nil
+}
+
+// slotsFree counts the nodes present (lock seats and reboot slots of this
+// group, this node included). Over max_holders it keeps the seat and waits
+// on a watch until that changes, then reports false: time passed, so the
+// checks run again before the count is trusted.
+func (c *cycleRun) slotsFree() (bool, error) {
+	for waited := false; ; waited = true {
+		p, err := c.present(c.uctx)
+		if err != nil {
+			return false, c.stop(driver.ReasonEtcd, err)
+		}
+		c.res.Present = p.Nodes
+		if len(p.Nodes) <= c.cfg.MaxHolders {
+			return !waited, nil
+		}
+		c.log.Info("other nodes are rebooting; keeping the seat and waiting", "event", "slot_waiting",
+			"reason", driver.ReasonRebootInProgress, "present", strings.Join(p.Nodes, ","), "max_holders", c.cfg.MaxHolders)
+		if err := c.waitChange(p.Revision); err != nil {
+			return false, err
+		}
+	}
+}
+
+// waitChange blocks until a reboot slot or a lock entry changes after rev.
+func (c *cycleRun) waitChange(rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.uctx))
+	defer cancel()
+	slots := c.client.Watch(wctx, c.slotsPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	seats := c.client.Watch(wctx, c.lockKey()+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	var wr clientv3.WatchResponse
+	var ok bool
+	select {
+	case <-c.uctx.Done():
+		return c.stop("", nil)
+	case wr, ok = <-slots:
+	case wr, ok = <-seats:
+	}
+	if !ok || wr.Err() != nil {
+		// The watch broke (leader change, compaction): count again after a
+		// pause rather than spinning.
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-c.uctx.Done():
+			return c.stop("", nil)
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// takeSlot writes <ns>rebooting/<node> on a fresh lease of
+// reboot_slot_ttl_sec (never kept alive), in one transaction that succeeds
+// only while this node's lock seat exists.
+func (c *cycleRun) takeSlot() error {
+	if c.w.beforeSlot != nil {
+		c.w.beforeSlot()
+	}
+	if err := c.alive(); err != nil {
+		return err
+	}
+	rctx, cancel := c.rpcCtx(c.uctx)
+	grant, err := c.client.Grant(rctx, int64(c.cfg.RebootSlotTTLSec))
+	cancel()
+	if err != nil {
+		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "granting the reboot slot lease", err))
+	}
+	c.slotLease = grant.ID
+	slot := policy.Slot{Node: c.cfg.NodeName, Group: c.cfg.Group, Since: c.w.now().UTC(), BootID: c.held.Annotation().BootID}
+	val, _ := json.Marshal(slot)
+	rctx, cancel = c.rpcCtx(c.uctx)
+	resp, err := c.client.Txn(rctx).If(c.held.IsOwnerCmp()).
+		Then(clientv3.OpPut(c.slotKey(), string(val), clientv3.WithLease(grant.ID))).Commit()
+	cancel()
+	if err != nil {
+		// The outcome is unknown: revoking the lease removes a slot that may
+		// have been written.
+		c.freeSlot()
+		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "taking the reboot slot "+c.slotKey(), err))
+	}
+	if !resp.Succeeded {
+		c.freeSlot()
+		return c.stop(driver.ReasonLockBusy, exitcode.Errorf(exitcode.LockBusy,
+			"cluster: lock lost: the seat %s was gone when the reboot slot was to be taken; nothing was run", c.held.Entry()))
+	}
+	c.res.SlotKey = c.slotKey()
+	c.log.Info("reboot slot taken", "event", "slot_taken", "slot_key", c.slotKey(), "slot_ttl_sec", c.cfg.RebootSlotTTLSec)
+	return nil
+}
+
+// freeSlot revokes the slot lease (deleting the slot) with a fresh bounded
+// context; when etcd cannot be reached the slot expires with its lease.
+func (c *cycleRun) freeSlot() {
+	if c.slotLease == 0 {
+		return
+	}
+	fctx, cancel := c.fresh()
+	defer cancel()
+	if _, err := c.client.Revoke(fctx, c.slotLease); err != nil {
+		c.log.Warn("cannot free the reboot slot; it expires with its lease", "event", "slot_free_failed", "slot_key", c.slotKey(),
+			"slot_ttl_sec", c.cfg.RebootSlotTTLSec, "error", err.Error())
+	} else {
+		c.log.Info("reboot slot freed", "event", "slot_freed", "slot_key", c.slotKey())
+	}
+	c.slotLease = 0
+	c.res.SlotKey = ""
+}
+
+// hooks runs pre_reboot_hooks in order, each with its timeout, in the lock's
+// context: a lost lock kills the running hook.
+func (c *cycleRun) hooks() error {
+	for i, h := range c.cfg.PreRebootHooks {
+		if err := c.alive(); err != nil {
+			return err
+		}
+		name := h.Name
+		if name == "" {
+			name = fmt.Sprintf("pre_reboot_hooks[%d]", i)
+		}
+		timeout := secs(h.TimeoutSec)
+		if timeout <= 0 {
+			timeout = secs(defaultHookTimeout)
+		}
+		pr := c.w.runner.Run(c.uctx, proc.Spec{Argv: h.Cmd, Env: c.hookEnv(), Dir: "/", Timeout: timeout})
+		if !pr.OK() {
+			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
+				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, describe(pr, timeout)))
+		}
+		c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
+	}
+	return nil
+}
+
+// hookEnv is the complete environment of a hook.
+func (c *cycleRun) hookEnv() []string {
+	return []string{
+		"PATH=" + gate.Path,
+		"LC_ALL=C",
+		"NODE_NAME=" + c.cfg.NodeName,
+		"CRD_PHASE=pre-reboot",
+		"LOCK_KEY=" + c.lockKey(),
+		"CRD_LEASE_ID=" + c.res.LeaseID,
+		"CRD_FENCING_TOKEN=" + strconv.FormatInt(c.res.FencingToken, 10),
+		"CRD_SLOT_KEY=" + c.slotKey(),
+		"ETCD_ENDPOINTS=" + strings.Join(c.cfg.EtcdEndpoints, ","),
+	}
+}
+
+func (c *cycleRun) rebootOptions() reboot.Options {
+	o := reboot.FromConfig(c.cfg)
+	o.Root, o.Runner, o.Now = c.w.root, c.w.runner, c.w.now
+	o.Extra = map[string]string{
+		"lease_id":      c.res.LeaseID,
+		"fencing_token": strconv.FormatInt(c.res.FencingToken, 10),
+		"lock_key":      c.lockKey(),
+		"slot_key":      c.slotKey(),
+	}
+	return o
+}
+
+// reboot writes the marker and runs reboot_command through lib/reboot (which
+// checks the kill switch once more first).
+func (c *cycleRun) reboot() error {
+	if err := c.alive(); err != nil {
+		return err
+	}
+	rr, err := reboot.Do(c.uctx, c.rebootOptions())
+	c.res.Reboot = &rr
+	if err != nil {
+		reason := driver.ReasonRebootFailed
+		if exitcode.CodeOf(err) == exitcode.KillSwitch {
+			reason = driver.ReasonKillSwitch
+		}
+		return c.stop(reason, err)
+	}
+	c.res.Outcome, c.res.Reason, c.res.Detail = driver.OutcomeRebooting, "", "reboot command "+strings.Join(rr.Command, " ")+" exited 0"
+	c.log.Info("reboot command ran; releasing the lock seat, the slot keeps the node counted", "event", "rebooting",
+		"slot_key", c.res.SlotKey, "action", "reboot", "command", strings.Join(rr.Command, " "))
+	return nil
+}
+
+// dryRun reports what a real run would do next: no slot, no hook, no command.
+func (c *cycleRun) dryRun() error {
+	rr, err := reboot.Do(c.uctx, c.rebootOptions())
+	c.res.Reboot = &rr
+	if err != nil {
+		reason := driver.ReasonRebootFailed
+		if exitcode.CodeOf(err) == exitcode.KillSwitch {
+			reason = driver.ReasonKillSwitch
+		}
+		return c.stop(reason, err)
+	}
+	c.res.Outcome = driver.OutcomeDryRun
+	c.res.Detail = fmt.Sprintf("dry run: would take slot %s, run %d pre-reboot hook(s) and %s", c.slotKey(), len(c.cfg.PreRebootHooks), strings.Join(c.cfg.RebootCommand, " "))
+	c.log.Info("dry run: every check passed; nothing was changed", "event", "dry_run", "slot_key", c.slotKey())
+	return nil
+}
+
+// describe says in a few words how a command failed.
+func describe(pr proc.Result, timeout time.Duration) string {
+	var why string
+	switch {
+	case pr.StartErr != nil:
+		why = fmt.Sprintf("could not be started: %v", pr.StartErr)
+	case pr.TimedOut:
+		why = fmt.Sprintf("timed out after %s", timeout)
+	case pr.Canceled:
+		why = "was stopped"
+	case pr.Signal != "":
+		why = "was killed by signal " + pr.Signal
+	default:
+		why = fmt.Sprintf("exited %d", pr.ExitCode)
+	}
+	if l := gate.LastLine(pr.Stderr); l != "" {
+		why += ": " + l
+	} else if l := gate.LastLine(pr.Stdout); l != "" {
+		why += ": " + l
+	}
+	return why
+}

@@ -1,0 +1,340 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+)
+
+// assertFree fails unless nobody holds or waits for n's lock.
+func assertFree(t *testing.T, c *clientv3.Client, n *node) {
+	t.Helper()
+	key := n.cfg["lock_key"].(string)
+	info, err := lock.Status(context.Background(), c, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Holders)+len(info.Waiters) != 0 {
+		t.Errorf("lock %s still has entries after the step: %+v", key, info)
+	}
+}
+
+// slotOf returns the slot key's value and lease, or "" when absent.
+func slotOf(t *testing.T, c *clientv3.Client, ns, name string) (string, int64) {
+	t.Helper()
+	resp, err := c.Get(context.Background(), "/t/"+ns+"/rebooting/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", 0
+	}
+	return string(resp.Kvs[0].Value), resp.Kvs[0].Lease
+}
+
+func TestCycleRealRebootThenComplete(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	hookLog := filepath.Join(n.dir, "hook-log")
+	script(t, filepath.Join(n.dir, "hook.sh"), `echo "hook $CRD_SLOT_KEY $(ls `+n.calls+` 2>/dev/null)" >> `+hookLog)
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 5}}
+
+	o := n.run("cycle", "--attempt", "2")
+	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+		t.Fatalf("cycle = %d %s, want 0 rebooting\n%s\n%s", o.code, o.str("outcome"), o.stdout, o.stderr)
+	}
+	slotKey := "/t/" + ns + "/rebooting/node-a"
+	if o.str("slot_key") != slotKey || o.str("lease_id") == "" || o.json["fencing_token"].(float64) <= 0 || o.json["attempt"].(float64) != 2 {
+		t.Errorf("cycle output lacks slot/lease/fencing/attempt: %s", o.stdout)
+	}
+	if calls := n.rebootCalls(); len(calls) != 2 || calls[0] != "node-a" {
+		t.Errorf("reboot command calls = %q, want one call for node-a", calls)
+	}
+	// The hook ran before the reboot command (it saw no calls file) and knew the slot.
+	if b, err := os.ReadFile(hookLog); err != nil || strings.TrimSpace(string(b)) != "hook "+slotKey {
+		t.Errorf("hook log = %q (%v), want it to run before the reboot command with CRD_SLOT_KEY", b, err)
+	}
+	m, err := reboot.ReadMarker(filepath.Join(n.dir, "state"))
+	if err != nil || m.Node != "node-a" || m.Extra["slot_key"] != slotKey {
+		t.Errorf("marker = %+v, %v; want one for node-a naming the slot", m, err)
+	}
+	val, lease := slotOf(t, c, ns, "node-a")
+	var sl policy.Slot
+	if err := json.Unmarshal([]byte(val), &sl); err != nil || sl.Node != "node-a" || lease == 0 {
+		t.Fatalf("slot = %q lease %d; want a JSON slot of node-a on a lease", val, lease)
+	}
+	ttl, err := c.TimeToLive(context.Background(), clientv3.LeaseID(lease))
+	if err != nil || ttl.GrantedTTL != 60 || ttl.TTL <= 0 {
+		t.Errorf("slot lease TTL = %+v, %v; want granted 60 s and alive", ttl, err)
+	}
+	assertFree(t, c, n)
+
+	o = n.run("complete")
+	if o.code != exitcode.OK || o.json["freed"] != true {
+		t.Fatalf("complete = %d %s, want freed", o.code, o.stdout)
+	}
+	if val, _ := slotOf(t, c, ns, "node-a"); val != "" {
+		t.Errorf("slot still present after complete: %s", val)
+	}
+	if o = n.run("complete"); o.code != exitcode.OK || o.json["freed"] != false {
+		t.Errorf("second complete = %d %s, want freed false", o.code, o.stdout)
+	}
+}
+
+func TestCycleDryRun(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	n.cfg["dry_run"] = true
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"cmd": []string{"/bin/false"}}}
+	o := n.run("cycle")
+	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeDryRun {
+		t.Fatalf("dry-run cycle = %d %s, want 0 dry_run\n%s", o.code, o.str("outcome"), o.stdout)
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Errorf("dry run called the reboot command: %q", calls)
+	}
+	if val, _ := slotOf(t, c, ns, "node-a"); val != "" {
+		t.Errorf("dry run took a slot: %s", val)
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "state", reboot.MarkerFile)); !os.IsNotExist(err) {
+		t.Errorf("dry run wrote a marker (stat: %v)", err)
+	}
+	assertFree(t, c, n)
+}
+
+func TestCycleBlockedUnderLock(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(t *testing.T, n *node, c *clientv3.Client)
+		code   exitcode.Code
+		reason string
+	}{
+		{"debounce: detector no longer fires", func(t *testing.T, n *node, _ *clientv3.Client) { os.Remove(n.needed) },
+			exitcode.No, driver.ReasonNotNeeded},
+		{"health script fails", func(t *testing.T, n *node, _ *clientv3.Client) { script(t, n.health, "echo 'quorum lost' >&2; exit 3") },
+			exitcode.HealthBlocked, driver.ReasonHealth},
+		{"cluster paused", func(t *testing.T, n *node, c *clientv3.Client) {
+			if _, err := c.Put(context.Background(), "/t/"+nsName(t)+"/disable", `{"reason":"freeze","by":"ops"}`); err != nil {
+				t.Fatal(err)
+			}
+		}, exitcode.KillSwitch, driver.ReasonPaused},
+		{"kill switch file", func(t *testing.T, n *node, _ *clientv3.Client) { writeFile(t, n.killFile, "incident 42\n") },
+			exitcode.KillSwitch, driver.ReasonKillSwitch},
+		{"window closed", func(t *testing.T, n *node, _ *clientv3.Client) {
+			n.cfg["windows"] = map[string]any{"timezone": "UTC", "deny": []string{"* 00:00-24:00"}}
+		}, exitcode.WindowClosed, driver.ReasonWindow},
+		{"policy: too few healthy nodes", func(t *testing.T, n *node, _ *clientv3.Client) {
+			n.cfg["cluster_policies"] = map[string]any{"min_healthy_absolute": 2}
+		}, exitcode.HealthBlocked, driver.ReasonPolicy},
+		{"detector fails", func(t *testing.T, n *node, _ *clientv3.Client) {
+			n.cfg["reboot_required_detectors"] = []map[string]any{{"type": "command", "cmd": []string{"/nonexistent/detector"}}}
+		}, exitcode.DetectorError, driver.ReasonDetector},
+		{"pre-reboot hook fails", func(t *testing.T, n *node, _ *clientv3.Client) {
+			n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{"/bin/sh", "-c", "echo drain refused >&2; exit 1"}, "timeout_sec": 5}}
+		}, exitcode.RebootFailed, driver.ReasonHook},
+		{"reboot command fails", func(t *testing.T, n *node, _ *clientv3.Client) {
+			n.cfg["reboot_command"] = []string{"/bin/false"}
+		}, exitcode.RebootFailed, driver.ReasonRebootFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := nsName(t)
+			c := newClient(t, embedded.Endpoint)
+			n := newNode(t, embedded.Endpoint, ns, "node-a")
+			tc.setup(t, n, c)
+			o := n.run("cycle")
+			if o.code != tc.code || o.str("reason") != tc.reason || o.str("outcome") != driver.OutcomeBlocked {
+				t.Fatalf("cycle = %d %s/%s, want %d blocked/%s\n%s\n%s", o.code, o.str("outcome"), o.str("reason"), tc.code, tc.reason, o.stdout, o.stderr)
+			}
+			if o.str("lease_id") == "" {
+				t.Errorf("blocked under the lock but no lease_id reported: %s", o.stdout)
+			}
+			if calls := n.rebootCalls(); calls != nil && tc.reason != driver.ReasonRebootFailed {
+				t.Errorf("reboot command ran: %q", calls)
+			}
+			if val, _ := slotOf(t, c, ns, "node-a"); val != "" {
+				t.Errorf("slot left behind: %s", val)
+			}
+			assertFree(t, c, n)
+		})
+	}
+}
+
+func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	ctx := context.Background()
+	grant, err := c.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "/t/" + ns + "/rebooting/node-b"
+	if _, err := c.Put(ctx, other, `{"node":"node-b","since":"2026-01-01T00:00:00Z"}`, clientv3.WithLease(grant.ID)); err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	done := make(chan outcome, 1)
+	go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
+	eventually(t, 10*time.Second, "the cycle waits for node-b's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
+	select {
+	case o := <-done:
+		t.Fatalf("cycle ended while node-b's slot exists: %s", o.stdout)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Fatalf("reboot command ran while node-b was rebooting: %q", calls)
+	}
+	if _, err := c.Revoke(ctx, grant.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-done:
+		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+			t.Fatalf("cycle after the slot was freed = %d %s\n%s", o.code, o.stdout, o.stderr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cycle did not proceed within 5 s of node-b's slot being freed")
+	}
+	if calls := n.rebootCalls(); len(calls) != 2 {
+		t.Errorf("reboot calls = %q, want one", calls)
+	}
+}
+
+func TestCycleSeatLostBeforeSlot(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	key := n.cfg["lock_key"].(string)
+	o := n.step(context.Background(), []string{"cycle"}, func(w *world) {
+		w.beforeSlot = func() {
+			if ev, err := lock.Evict(context.Background(), c, key, "node-a"); err != nil || len(ev) != 1 {
+				t.Errorf("evict = %v, %v", ev, err)
+			}
+		}
+	}, nil)
+	if o.code != exitcode.LockBusy || o.str("reason") != driver.ReasonLockBusy || o.str("detail") != LockLostDetail {
+		t.Fatalf("cycle = %d %s/%s, want 4 lock_busy/lock lost\n%s", o.code, o.str("reason"), o.str("detail"), o.stdout)
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Errorf("reboot command ran without the lock: %q", calls)
+	}
+	if val, _ := slotOf(t, c, ns, "node-a"); val != "" {
+		t.Errorf("slot taken without the lock: %s", val)
+	}
+	assertFree(t, c, n)
+}
+
+func TestCycleLockLostDuringHealthCheck(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	started := filepath.Join(n.dir, "health-started")
+	script(t, n.health, "touch "+started+"; sleep 2; exit 0")
+	key := n.cfg["lock_key"].(string)
+	done := make(chan outcome, 1)
+	go func() { done <- n.run("cycle") }()
+	eventually(t, 10*time.Second, "the health script starts", func() bool { _, err := os.Stat(started); return err == nil })
+	if _, err := lock.Evict(context.Background(), c, key, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.code != exitcode.LockBusy || o.str("detail") != LockLostDetail {
+		t.Fatalf("cycle = %d %s, want 4 lock lost", o.code, o.stdout)
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Errorf("reboot command ran after the lock was lost: %q", calls)
+	}
+	if val, _ := slotOf(t, c, ns, "node-a"); val != "" {
+		t.Errorf("slot taken after the lock was lost: %s", val)
+	}
+}
+
+func TestCycleInterruptedWhileWaitingForLock(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	a := newNode(t, embedded.Endpoint, ns, "node-a")
+	key := a.cfg["lock_key"].(string)
+	o := lock.Options{Key: key, TTL: 5 * time.Second, Node: "node-x", RPCTimeout: 2 * time.Second}
+	held, err := lock.Acquire(context.Background(), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan outcome, 1)
+	go func() { done <- a.step(ctx, []string{"cycle"}, nil, &stderr) }()
+	eventually(t, 10*time.Second, "node-a queues for the lock", func() bool { return strings.Contains(stderr.String(), "lock_waiting") })
+	cancel() // what SIGTERM does through signal.NotifyContext
+	res := <-done
+	if res.code != exitcode.Interrupted || res.str("reason") != driver.ReasonInterrupted {
+		t.Fatalf("cycle = %d %s, want 130 interrupted", res.code, res.stdout)
+	}
+	info, err := lock.Status(context.Background(), c, key)
+	if err != nil || len(info.Waiters) != 0 || len(info.Holders) != 1 {
+		t.Errorf("after SIGTERM: %+v, %v; want node-a's entry gone", info, err)
+	}
+}
+
+// TestCycleStoppedWhileWaitingForSlot: a node that holds its seat and waits
+// for another node's slot stops at once when SIGTERM arrives or its lock is
+// taken away, releases what it holds and runs nothing.
+func TestCycleStoppedWhileWaitingForSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   exitcode.Code
+		reason string
+	}{
+		{"SIGTERM", exitcode.Interrupted, driver.ReasonInterrupted},
+		{"lock lost", exitcode.LockBusy, driver.ReasonLockBusy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := nsName(t)
+			c := newClient(t, embedded.Endpoint)
+			n := newNode(t, embedded.Endpoint, ns, "node-a")
+			if _, err := c.Put(context.Background(), "/t/"+ns+"/rebooting/node-b", `{"node":"node-b"}`); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stderr syncBuffer
+			done := make(chan outcome, 1)
+			go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
+			eventually(t, 10*time.Second, "the cycle waits for node-b's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
+			if tc.code == exitcode.Interrupted {
+				cancel()
+			} else if _, err := lock.Evict(context.Background(), c, n.cfg["lock_key"].(string), "node-a"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case o := <-done:
+				if o.code != tc.code || o.str("reason") != tc.reason {
+					t.Fatalf("cycle = %d %s, want %d %s", o.code, o.stdout, tc.code, tc.reason)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiting cycle did not stop")
+			}
+			if calls := n.rebootCalls(); calls != nil {
+				t.Errorf("reboot command ran: %q", calls)
+			}
+			if val, _ := slotOf(t, c, ns, "node-a"); val != "" {
+				t.Errorf("slot taken: %s", val)
+			}
+			assertFree(t, c, n)
+		})
+	}
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// interval is when one node was "rebooting": from its reboot command's start
+// until just before its slot was freed.
+type interval struct {
+	who        string
+	start, end float64
+}
+
+// maxOverlap is the largest number of intervals open at once (touching is
+// not overlapping).
+func maxOverlap(iv []interval) int {
+	type ev struct {
+		at    float64
+		delta int
+	}
+	var evs []ev
+	for _, i := range iv {
+		evs = append(evs, ev{i.start, +1}, ev{i.end, -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].at != evs[j].at {
+			return evs[i].at < evs[j].at
+		}
+		return evs[i].delta < evs[j].delta
+	})
+	open, most := 0, 0
+	for _, e := range evs {
+		open += e.delta
+		most = max(most, open)
+	}
+	return most
+}
+
+func TestMaxOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		iv   []interval
+		want int
+	}{
+		{"disjoint", []interval{{"a", 0, 1}, {"b", 2, 3}}, 1},
+		{"touching", []interval{{"a", 0, 1}, {"b", 1, 2}}, 1},
+		{"three overlap", []interval{{"a", 0, 5}, {"b", 1, 4}, {"c", 2, 3}}, 3},
+		{"chain of two", []interval{{"a", 0, 2}, {"b", 1, 3}, {"c", 2.5, 4}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := maxOverlap(tc.iv); got != tc.want {
+				t.Errorf("maxOverlap = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMaxHoldersTwoOfThree runs three nodes that each reboot twice with
+// max_holders 2. Each node's reboot command records its start in a shared
+// ledger; the node then "boots" for a while, records its end and frees its
+// slot (what the daemon does after a reboot). Never may three overlap.
+func TestMaxHoldersTwoOfThree(t *testing.T) {
+	ns := nsName(t)
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for i := range 3 {
+		n := newNode(t, embedded.Endpoint, ns, fmt.Sprintf("node-%d", i))
+		n.cfg["max_holders"] = 2
+		script(t, filepath.Join(n.dir, "reboot.sh"), `echo "start $1 $(date +%s.%N)" >> `+ledger)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 2 {
+				o := n.run("cycle", "--attempt", strconv.Itoa(round+1))
+				if o.code != exitcode.OK {
+					errs <- fmt.Sprintf("%s round %d: cycle = %d %s", n.name, round, o.code, o.stdout)
+					return
+				}
+				time.Sleep(150 * time.Millisecond) // the reboot
+				mu.Lock()
+				f, err := os.OpenFile(ledger, os.O_APPEND|os.O_WRONLY, 0o644)
+				if err == nil {
+					fmt.Fprintf(f, "end %s %.9f\n", n.name, float64(time.Now().UnixNano())/1e9)
+					f.Close()
+				}
+				mu.Unlock()
+				if o := n.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
+					errs <- fmt.Sprintf("%s round %d: complete = %d %s", n.name, round, o.code, o.stdout)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	b, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]float64{}
+	var iv []interval
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		at, _ := strconv.ParseFloat(f[2], 64)
+		if f[0] == "start" {
+			open[f[1]] = at
+		} else {
+			iv = append(iv, interval{f[1], open[f[1]], at})
+		}
+	}
+	if len(iv) != 6 {
+		t.Fatalf("ledger has %d complete intervals, want 6:\n%s", len(iv), b)
+	}
+	if most := maxOverlap(iv); most > 2 {
+		t.Errorf("%d nodes were rebooting at once with max_holders 2:\n%s", most, b)
+	}
+}

@@ -1,0 +1,256 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// embedded is the etcd server the tests share; each test works under its
+// own namespace.
+var embedded *etcdtest.Server
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crd-cluster-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	embedded, err = etcdtest.Start(etcdtest.Options{Dir: dir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	embedded.Stop()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if leaked := leakedGoroutines(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines left running after the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines waits up to limit for every goroutine started by this
+// package, lib/lock or the etcd client to end, and returns the stacks of
+// those that did not.
+func leakedGoroutines(limit time.Duration) string {
+	deadline := time.Now().Add(limit)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "driver/cluster.TestMain") || strings.Contains(g, "driver/cluster.leakedGoroutines") {
+				continue
+			}
+			if strings.Contains(g, "clusterrebootd/driver/cluster.") || strings.Contains(g, "clusterrebootd/lib/lock.") ||
+				strings.Contains(g, "go.etcd.io/etcd/client/v3.") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// node is one simulated node: its files and its configuration.
+type node struct {
+	t        testing.TB
+	name     string
+	dir      string
+	cfg      map[string]any
+	needed   string // the file detector's marker
+	health   string // the health script
+	calls    string // the reboot command appends a line here
+	killFile string
+	endpoint string
+}
+
+// newNode makes a node under namespace /t/<ns>/ whose detector says "needed",
+// whose health script exits 0 and whose reboot command only records its call.
+func newNode(t testing.TB, endpoint, ns, name string) *node {
+	t.Helper()
+	dir := t.TempDir()
+	n := &node{t: t, name: name, dir: dir, endpoint: endpoint,
+		needed: filepath.Join(dir, "reboot-required"), health: filepath.Join(dir, "health.sh"),
+		calls: filepath.Join(dir, "reboot-calls"), killFile: filepath.Join(dir, "disable")}
+	writeFile(t, n.needed, "")
+	script(t, n.health, "exit 0")
+	script(t, filepath.Join(dir, "reboot.sh"), `echo "$1 $(date +%s.%N)" >> `+n.calls)
+	n.cfg = map[string]any{
+		"node_name":                   name,
+		"etcd_endpoints":              []string{endpoint},
+		"etcd_dial_timeout_sec":       2,
+		"lock_key":                    "/t/" + ns + "/lock",
+		"lock_ttl_sec":                5,
+		"max_holders":                 1,
+		"health_timeout_sec":          3,
+		"health_publish_interval_sec": 10,
+		"backoff_min_sec":             1,
+		"backoff_max_sec":             1,
+		"health_script":               n.health,
+		"reboot_required_detectors":   []map[string]any{{"type": "file", "path": n.needed}},
+		"reboot_command":              []string{filepath.Join(dir, "reboot.sh"), name},
+		"kill_switch_file":            n.killFile,
+		"state_dir":                   filepath.Join(dir, "state"),
+		"run_dir":                     filepath.Join(dir, "run"),
+		"reboot_slot_ttl_sec":         60,
+		"windows":                     map[string]any{"timezone": "UTC"},
+	}
+	return n
+}
+
+// cleaned remembers the tests whose namespace was already emptied.
+var cleaned sync.Map
+
+// nsName turns a test name into a namespace segment. The first call in a
+// test deletes whatever an earlier run (-count N) left under it.
+func nsName(t testing.TB) string {
+	ns := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
+	if _, done := cleaned.LoadOrStore(t, true); !done {
+		c := newClient(t, embedded.Endpoint)
+		if _, err := c.Delete(context.Background(), "/t/"+ns+"/", clientv3.WithPrefix()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cleaned.Delete(t) })
+	}
+	return ns
+}
+
+func (n *node) yaml() string {
+	b, err := yaml.Marshal(n.cfg)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// outcome is one step run.
+type outcome struct {
+	code   exitcode.Code
+	err    error
+	stdout string
+	stderr string
+	json   map[string]any
+}
+
+func (o outcome) str(key string) string {
+	s, _ := o.json[key].(string)
+	return s
+}
+
+// step runs a step for n with the real world (plus edits).
+// Its stderr goes to errb when given (to watch it while the step runs).
+func (n *node) step(ctx context.Context, args []string, edit func(*world), errb *syncBuffer) outcome {
+	w := realWorld()
+	if edit != nil {
+		edit(&w)
+	}
+	if errb == nil {
+		errb = &syncBuffer{}
+	}
+	var out syncBuffer
+	err := runStep(ctx, args, strings.NewReader(n.yaml()), &out, errb, w)
+	o := outcome{code: exitcode.CodeOf(err), err: err, stdout: out.String(), stderr: errb.String()}
+	if strings.Count(o.stdout, "\n") != 1 {
+		n.t.Errorf("%s %v: stdout is not exactly one line:\n%s", n.name, args, o.stdout)
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &o.json); err != nil {
+		n.t.Errorf("%s %v: stdout is not JSON: %v\n%s", n.name, args, err, o.stdout)
+	}
+	if got := int(o.code); o.json != nil && int(o.json["exit_code"].(float64)) != got {
+		n.t.Errorf("%s %v: JSON exit_code %v, returned %d", n.name, args, o.json["exit_code"], got)
+	}
+	return o
+}
+
+func (n *node) run(args ...string) outcome { return n.step(context.Background(), args, nil, nil) }
+
+func (n *node) rebootCalls() []string {
+	b, err := os.ReadFile(n.calls)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return strings.Fields(strings.TrimSpace(string(b)))
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func script(t testing.TB, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newClient(t testing.TB, endpoint string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually polls cond every 20 ms for up to limit.
+func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,228 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// ErrReleased is Held.Err after Release.
+var ErrReleased = errors.New("lock: released")
+
+// Held is an acquired lock. It stays held until Release or until Done closes
+// because the lock was lost; after Done, call Release anyway (it revokes the
+// lease in case etcd still has it).
+type Held struct {
+	client     *clientv3.Client
+	session    *concurrency.Session
+	key        string
+	entry      string
+	rev        int64
+	ttl        time.Duration
+	rpcTimeout time.Duration
+	ann        Annotation
+	waited     time.Duration
+
+	done     chan struct{}
+	stop     chan struct{}
+	finished chan struct{}
+	once     sync.Once
+	stopOnce sync.Once
+	mu       sync.Mutex
+	err      error
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newHeld(c *clientv3.Client, sess *concurrency.Session, o *Options, entry string, rev int64, ann Annotation) *Held {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Held{
+		client: c, session: sess, key: o.Key, entry: entry, rev: rev, ttl: o.TTL, rpcTimeout: o.RPCTimeout, ann: ann,
+		done: make(chan struct{}), stop: make(chan struct{}), finished: make(chan struct{}),
+		ctx: ctx, cancel: cancel,
+	}
+	go h.watchdog()
+	return h
+}
+
+// Done closes when the lock is no longer held: released, or lost (see Err).
+func (h *Held) Done() <-chan struct{} { return h.done }
+
+// Err is nil while the lock is held, ErrReleased after Release, or the reason
+// the lock was lost (exit code 4).
+func (h *Held) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// Context is cancelled when Done closes: run work "under the lock" in it.
+func (h *Held) Context() context.Context { return h.ctx }
+
+// Key is the lock key; Entry is this holder's entry under it.
+func (h *Held) Key() string { return h.key }
+
+// Entry is the etcd key of this holder's entry, Key/<lease-id-hex>.
+func (h *Held) Entry() string { return h.entry }
+
+// FencingToken is the entry's create revision: it grows with every
+// acquisition, so a guarded resource can reject a request carrying a token
+// lower than one it has already seen.
+func (h *Held) FencingToken() int64 { return h.rev }
+
+// LeaseID is the lease the entry is attached to.
+func (h *Held) LeaseID() clientv3.LeaseID { return h.session.Lease() }
+
+// TTL is the lease TTL.
+func (h *Held) TTL() time.Duration { return h.ttl }
+
+// Annotation is the value written to the entry.
+func (h *Held) Annotation() Annotation { return h.ann }
+
+// Waited is how long Acquire took.
+func (h *Held) Waited() time.Duration { return h.waited }
+
+// IsOwnerCmp is a transaction comparison that holds only while this entry
+// still exists with its create revision — i.e. while the lock is held. Use it
+// to write other keys only as the owner:
+//
+//	client.Txn(ctx).If(h.IsOwnerCmp()).Then(clientv3.OpPut(k, v, clientv3.WithLease(h.LeaseID())))
+func (h *Held) IsOwnerCmp() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(h.entry), "=", h.rev)
+}
+
+// lost records why the lock is gone and closes Done (once).
+func (h *Held) end(err error) {
+	h.once.Do(func() {
+		h.mu.Lock()
+		h.err = err
+		h.mu.Unlock()
+		h.cancel()
+		close(h.done)
+	})
+}
+
+// lostAfter is how long without a keepalive answer the lock counts as lost:
+// two thirds of the TTL. Keepalives go out every TTL/3, and the server expires
+// the lease no earlier than TTL after the last renewal it answered, so the
+// holder gives up at least TTL/3 before anyone else can acquire.
+func (h *Held) lostAfter() time.Duration { return h.ttl * 2 / 3 }
+
+// watchdog ends the lock when the lease's keepalives stop or go unanswered,
+// or when the entry is deleted.
+func (h *Held) watchdog() {
+	defer close(h.finished)
+	kctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	ka, err := h.client.KeepAlive(kctx, h.session.Lease())
+	if err != nil {
+		h.lose(fmt.Errorf("cannot watch the lease's keepalives: %w", err))
+		return
+	}
+	deleted := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.watchEntry(kctx, deleted)
+	}()
+	timer := time.NewTimer(h.lostAfter())
+	defer timer.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case resp, ok := <-ka:
+			if !ok {
+				h.lose(fmt.Errorf("lease %x expired or was revoked", h.session.Lease()))
+				return
+			}
+			if resp.TTL <= 0 {
+				h.lose(fmt.Errorf("lease %x expired", h.session.Lease()))
+				return
+			}
+			timer.Reset(h.lostAfter())
+		case <-timer.C:
+			h.lose(fmt.Errorf("etcd answered no keepalive for %s (lease TTL %s); the lease may expire any moment", h.lostAfter(), h.ttl))
+			return
+		case <-h.session.Done():
+			h.lose(fmt.Errorf("lease %x expired or was revoked", h.session.Lease()))
+			return
+		case <-deleted:
+			h.lose(fmt.Errorf("entry %s was deleted (lease revoked, crd-lock release --force or etcdctl del)", h.entry))
+			return
+		}
+	}
+}
+
+// watchEntry closes deleted when the entry is deleted. Establishing a watch
+// blocks while etcd is unreachable, so it runs beside the keepalive checks.
+// A broken watch (leader change, compaction during a long hold) is
+// re-established from a fresh read of the entry.
+func (h *Held) watchEntry(ctx context.Context, deleted chan<- struct{}) {
+	from := h.rev + 1
+	for ctx.Err() == nil {
+		wch := h.client.Watch(clientv3.WithRequireLeader(ctx), h.entry, clientv3.WithRev(from), clientv3.WithFilterPut())
+		for wr := range wch {
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					close(deleted)
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		gctx, cancel := context.WithTimeout(ctx, h.rpcTimeout)
+		resp, err := h.client.Get(gctx, h.entry)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
+			close(deleted)
+			return
+		}
+		from = resp.Header.Revision + 1
+	}
+}
+
+// lose ends the lock as lost and stops renewing the lease, so a lease etcd
+// still holds runs out instead of blocking others.
+func (h *Held) lose(reason error) {
+	h.session.Orphan()
+	h.end(exitcode.Errorf(exitcode.LockBusy, "lock: lost %s: %w", h.key, reason))
+}
+
+// Release gives the lock up: it stops the keepalives and revokes the lease,
+// which deletes the entry. ctx should be fresh and bounded (not the cancelled
+// context of the work that ran under the lock). Calling it again is a no-op.
+// When etcd cannot be reached the entry stays until the lease's TTL runs out.
+func (h *Held) Release(ctx context.Context) error {
+	first := false
+	h.stopOnce.Do(func() { first = true; close(h.stop) })
+	if !first {
+		return nil
+	}
+	<-h.finished
+	h.session.Orphan()
+	h.end(ErrReleased)
+	_, err := h.client.Revoke(ctx, h.session.Lease())
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: release %s: revoking lease %x failed (%v); the entry expires within %s by itself", h.key, h.session.Lease(), err, h.ttl)
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package lock
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// The scenarios below run against a real etcd server process: the binary
+// named by CRD_TEST_ETCD (make test-lock-integration runs them against the
+// pinned build and Debian's etcd-server 3.4). Without it they skip.
+
+func realServer(t *testing.T) *etcdtest.Server {
+	t.Helper()
+	bin := os.Getenv("CRD_TEST_ETCD")
+	if bin == "" {
+		t.Skip("CRD_TEST_ETCD is not set: it names the etcd server binary for the integration scenarios (make test-lock-integration)")
+	}
+	s, err := etcdtest.Start(etcdtest.Options{Binary: bin, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Ten contenders, 200 rounds, each records when it held the lock: never two
+// at once. With max_holders 3 the same run never has more than three.
+func TestIntegrationNoOverlap(t *testing.T) {
+	s := realServer(t)
+	rounds := 200
+	if testing.Short() {
+		rounds = 20
+	}
+	for _, tc := range []struct {
+		name       string
+		maxHolders int
+		rounds     int
+	}{
+		{"mutex", 1, rounds},
+		{"semaphore of 3", 3, rounds / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			begin := time.Now()
+			iv := contend(t, s.Endpoint, "/it/overlap/"+strconv.Itoa(tc.maxHolders), tc.maxHolders, tc.rounds, 10, 200*time.Microsecond)
+			if len(iv) != tc.rounds*10 {
+				t.Fatalf("%d acquisitions, want %d", len(iv), tc.rounds*10)
+			}
+			if n, who := maxOverlap(iv); n != tc.maxHolders {
+				t.Fatalf("at most %d held at once (peak when %s held it), want exactly %d", n, who, tc.maxHolders)
+			}
+			t.Logf("%d acquisitions in %s", len(iv), time.Since(begin).Round(time.Millisecond))
+		})
+	}
+}
+
+// A holder process is SIGKILLed: a waiter gets the lock only after the dead
+// holder's lease expired, and within TTL plus slack.
+func TestIntegrationKilledHolder(t *testing.T) {
+	s := realServer(t)
+	const ttl = 5 * time.Second
+	key := "/it/killed/lock"
+	helper := exec.Command(os.Args[0], "-test.run=^TestHelperHolder$")
+	helper.Env = append(os.Environ(), "CRD_LOCK_HELPER_ENDPOINT="+s.Endpoint, "CRD_LOCK_HELPER_KEY="+key)
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		helper.Process.Kill()
+		helper.Wait()
+		t.Fatalf("helper did not report holding the lock: %v", err)
+	}
+	var deadLease int64
+	if _, err := fmt.Sscanf(line, "held %x", &deadLease); err != nil {
+		t.Fatalf("helper said %q", line)
+	}
+	c := newClient(t, s.Endpoint)
+	got := make(chan *Held, 1)
+	queued := make(chan int, 1)
+	go func() {
+		o := opts(key, "waiter")
+		o.TTL = ttl
+		o.OnQueued = func(int) { queued <- 1 }
+		h, err := Acquire(context.Background(), c, o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	<-queued
+	_ = helper.Process.Signal(syscall.SIGKILL)
+	_ = helper.Wait()
+	killed := time.Now()
+	h := <-got
+	if h == nil {
+		return
+	}
+	defer release(t, h)
+	waited := time.Since(killed)
+	ttlResp, err := c.TimeToLive(context.Background(), clientv3.LeaseID(deadLease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttlResp.TTL != -1 {
+		t.Errorf("waiter acquired while the dead holder's lease still had TTL %d", ttlResp.TTL)
+	}
+	// Keepalives renew every TTL/3, so expiry comes 2/3 TTL to TTL after the kill.
+	if waited < ttl/2 || waited > ttl+3*time.Second {
+		t.Errorf("waiter acquired %s after the kill, want between %s and %s", waited, ttl/2, ttl+3*time.Second)
+	}
+	t.Logf("waiter acquired %s after SIGKILL of the holder (TTL %s)", waited.Round(time.Millisecond), ttl)
+}
+
+// TestHelperHolder is not a test: TestIntegrationKilledHolder runs it as a
+// separate process that takes the lock, says so and waits to be killed.
+func TestHelperHolder(t *testing.T) {
+	ep := os.Getenv("CRD_LOCK_HELPER_ENDPOINT")
+	if ep == "" {
+		t.Skip("helper process only")
+	}
+	c := newClient(t, ep)
+	o := opts(os.Getenv("CRD_LOCK_HELPER_KEY"), "doomed")
+	o.TTL = 5 * time.Second
+	h, err := Acquire(context.Background(), c, o)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Printf("held %x\n", int64(h.LeaseID()))
+	time.Sleep(time.Minute)
+	os.Exit(1)
+}
+
+// Unlock → the waiter has the lock promptly (a loose bound that catches a
+// polling design; the precise figure is a benchmark's job).
+func TestIntegrationPromptHandover(t *testing.T) {
+	s := realServer(t)
+	c := newClient(t, s.Endpoint)
+	key := "/it/handover/lock"
+	for i := range 5 {
+		h, err := Acquire(context.Background(), c, opts(key, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		type acquired struct {
+			h  *Held
+			at time.Time
+		}
+		got := make(chan acquired, 1)
+		queued := make(chan int, 1)
+		go func() {
+			o := opts(key, "b")
+			o.OnQueued = func(int) { queued <- 1 }
+			w, err := Acquire(context.Background(), c, o)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- acquired{w, time.Now()}
+		}()
+		<-queued
+		released := time.Now()
+		release(t, h)
+		a := <-got
+		if a.h == nil {
+			return
+		}
+		release(t, a.h)
+		if d := a.at.Sub(released); d > 2*time.Second {
+			t.Errorf("round %d: handover took %s, want under 2s", i, d)
+		}
+	}
+}
+
+// The lease is revoked behind the holder's back: Done closes within one
+// keepalive period and the owner comparison fails from then on.
+func TestIntegrationRevokedBehindBack(t *testing.T) {
+	s := realServer(t)
+	c := newClient(t, s.Endpoint)
+	other := newClient(t, s.Endpoint)
+	h, err := Acquire(context.Background(), c, opts("/it/revoke/lock", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, h)
+	if _, err := other.Revoke(context.Background(), h.LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(h.TTL() / 3 * 2):
+		t.Fatal("Done not closed within one keepalive period after the revoke")
+	}
+	if exitcode.CodeOf(h.Err()) != exitcode.LockBusy || !strings.Contains(h.Err().Error(), "lost") {
+		t.Errorf("Err = %v", h.Err())
+	}
+}

@@ -1,0 +1,358 @@
+// Package lock is the cluster lock: at most MaxHolders processes hold a lock
+// key at a time, enforced by etcd v3, and a crashed or powered-off holder
+// frees its place by itself when its lease expires.
+//
+// The protocol is the one of go.etcd.io/etcd/client/v3/concurrency.Mutex
+// (and so of `etcdctl lock`): every contender puts <key>/<lease-id-hex> with
+// its lease, and the contenders are ordered by the create revision of those
+// entries. With MaxHolders 1 the first entry holds the lock and every waiter
+// watches the entry just before its own; with MaxHolders N the first N
+// entries hold it and waiters watch the key range for deletions. Waiting is a
+// watch, never a poll. Unlike concurrency.Mutex, the entry's value carries a
+// JSON annotation from the moment it is queued, so `crd-lock status` can name
+// every waiter, not only the holder.
+//
+// A Held lock's Done channel closes when the lock is gone: the lease expired
+// or was revoked, the entry was deleted, or etcd stopped answering
+// keepalives for two thirds of the TTL — earlier than the server can expire
+// the lease, so nothing keeps acting under a lock that another node may
+// already hold.
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// Options configure Acquire.
+type Options struct {
+	// Key is the lock key (see Key); entries live under Key + "/".
+	Key string
+	// MaxHolders is how many may hold the lock at once (default 1).
+	MaxHolders int
+	// TTL is the lease TTL (lock_ttl_sec), at least 2 s (etcd's minimum).
+	TTL time.Duration
+	// Node, PID, BootID and Purpose annotate the entry.
+	Node    string
+	PID     int
+	BootID  string
+	Purpose string
+	// Backoff spaces out retries after connection failures.
+	Backoff Backoff
+	// RPCTimeout bounds each request while acquiring; a request that takes
+	// longer counts as a connection failure and is retried (default 5 s).
+	RPCTimeout time.Duration
+	// Now is the clock for the annotation's timestamps (default time.Now).
+	Now func() time.Time
+	// OnRetry, when set, is told about each connection failure before the
+	// backoff sleep (for logging).
+	OnRetry func(attempt int, err error, wait time.Duration)
+	// OnQueued, when set, is called once the entry is queued behind others.
+	OnQueued func(position int)
+}
+
+// Annotation is the JSON value of a lock entry.
+type Annotation struct {
+	Node       string     `json:"node"`
+	PID        int        `json:"pid"`
+	BootID     string     `json:"boot_id,omitempty"`
+	Purpose    string     `json:"purpose,omitempty"`
+	MaxHolders int        `json:"max_holders"`
+	QueuedAt   time.Time  `json:"queued_at"`
+	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
+}
+
+// Key is the lock key for a group: lockKey itself, or lockKey/group.
+func Key(lockKey, group string) string {
+	lockKey = strings.TrimSuffix(lockKey, "/")
+	if group == "" {
+		return lockKey
+	}
+	return lockKey + "/" + group
+}
+
+// ValidGroup reports whether a group name is usable in a key: letters,
+// digits, '.', '_' and '-', at most 63 characters.
+func ValidGroup(group string) bool {
+	if len(group) > 63 {
+		return false
+	}
+	for _, r := range group {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Sentinel errors of one acquisition attempt.
+var (
+	// errSessionLost: our lease or entry vanished while queued; start over.
+	errSessionLost = errors.New("lock: lease expired or entry deleted while waiting")
+	// errWatchClosed: the watch ended without an error (leader lost); start over.
+	errWatchClosed = errors.New("lock: watch closed while waiting")
+	// errInLine: ctx ended while our entry was queued behind holders.
+	errInLine = errors.New("lock: still queued when the wait ended")
+)
+
+func (o *Options) defaults() error {
+	if o.Key == "" || !strings.HasPrefix(o.Key, "/") {
+		return exitcode.Errorf(exitcode.Config, "lock: key %q must be an absolute etcd key such as /cluster/clusterrebootd/lock", o.Key)
+	}
+	if o.MaxHolders == 0 {
+		o.MaxHolders = 1
+	}
+	if o.MaxHolders < 0 {
+		return exitcode.Errorf(exitcode.Config, "lock: max_holders %d must be at least 1", o.MaxHolders)
+	}
+	if o.TTL < 2*time.Second {
+		return exitcode.Errorf(exitcode.Config, "lock: lock_ttl_sec %s is below etcd's minimum of 2s", o.TTL)
+	}
+	if o.RPCTimeout <= 0 {
+		o.RPCTimeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Acquire queues for the lock and returns once it is held, ctx ends, or a
+// non-retryable error occurs. Connection failures are retried with Backoff.
+// Errors: exit 4 when ctx's deadline passed while the lock was held by others,
+// 7 when etcd could not be reached or refused us, 130 when ctx was cancelled.
+func Acquire(ctx context.Context, c *clientv3.Client, o Options) (*Held, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var lastConnErr error
+	for attempt := 0; ; attempt++ {
+		h, err := acquireOnce(ctx, c, &o)
+		if err == nil {
+			h.waited = time.Since(start)
+			return h, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, o.Key, lastConnErr, err)
+		}
+		if !retryable(err) {
+			return nil, unavailable(c, err)
+		}
+		lastConnErr = err
+		wait := o.Backoff.Delay(attempt)
+		if o.OnRetry != nil {
+			o.OnRetry(attempt+1, err, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctxError(ctx, o.Key, lastConnErr, err)
+		case <-t.C:
+		}
+	}
+}
+
+// ctxError explains why Acquire stopped when ctx ended.
+func ctxError(ctx context.Context, key string, lastConnErr, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return exitcode.Errorf(exitcode.Interrupted, "lock: interrupted while waiting for %s", key)
+	case errors.Is(err, errInLine):
+		return exitcode.Errorf(exitcode.LockBusy, "lock: %s not acquired before the deadline: held by others (see crd-lock status --key %s)", key, key)
+	case lastConnErr != nil:
+		return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: %s not acquired before the deadline; etcd kept failing: %v", key, lastConnErr)
+	case retryable(err):
+		return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: %s not acquired before the deadline; etcd did not answer: %v", key, err)
+	default:
+		return exitcode.Errorf(exitcode.LockBusy, "lock: %s not acquired before the deadline", key)
+	}
+}
+
+// unavailable codes a non-retryable etcd error (auth, permission) as exit 7.
+func unavailable(c *clientv3.Client, err error) error {
+	var ec *exitcode.Error
+	if errors.As(err, &ec) {
+		return err
+	}
+	return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: etcd at %s refused the request: %v; check etcd_username and the role's permission on etcd_namespace", strings.Join(c.Endpoints(), ","), err)
+}
+
+// retryable reports whether err is a connection-level failure worth a retry.
+func retryable(err error) bool {
+	if errors.Is(err, errSessionLost) || errors.Is(err, errWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"Unavailable", "DeadlineExceeded", "deadline exceeded", "no leader",
+		"leader changed", "connection", "transport", "timed out", "too many requests"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// acquireOnce is one attempt: a fresh lease, an entry, then waiting in line.
+func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, error) {
+	rpc := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, o.RPCTimeout) }
+	gctx, cancel := rpc()
+	grant, err := c.Grant(gctx, int64(o.TTL/time.Second))
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	// The session outlives ctx (which may carry the acquire timeout): it ends
+	// on Release or when the lease is lost.
+	sess, err := concurrency.NewSession(c, concurrency.WithLease(grant.ID),
+		concurrency.WithTTL(int(o.TTL/time.Second)), concurrency.WithContext(context.Background()))
+	if err != nil {
+		revoke(c, grant.ID, o.RPCTimeout)
+		return nil, err
+	}
+	fail := func(err error) (*Held, error) {
+		sess.Orphan()
+		revoke(c, grant.ID, o.RPCTimeout)
+		return nil, err
+	}
+	myKey := fmt.Sprintf("%s/%x", o.Key, grant.ID)
+	ann := Annotation{Node: o.Node, PID: o.PID, BootID: o.BootID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
+	val, _ := json.Marshal(ann)
+	tctx, cancel := rpc()
+	resp, err := c.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)).
+		Then(clientv3.OpPut(myKey, string(val), clientv3.WithLease(grant.ID))).Commit()
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	myRev := resp.Header.Revision
+	if err := waitTurn(ctx, c, sess, o, myKey, myRev); err != nil {
+		return fail(err)
+	}
+	now := o.Now().UTC()
+	ann.AcquiredAt = &now
+	val, _ = json.Marshal(ann)
+	tctx, cancel = rpc()
+	resp, err = c.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", myRev)).
+		Then(clientv3.OpPut(myKey, string(val), clientv3.WithLease(grant.ID))).Commit()
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	if !resp.Succeeded {
+		return fail(errSessionLost)
+	}
+	return newHeld(c, sess, o, myKey, myRev, ann), nil
+}
+
+// waitTurn blocks until fewer than MaxHolders entries are ahead of ours.
+func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, myKey string, myRev int64) error {
+	queued := false
+	for {
+		ahead, rev, err := entriesAhead(ctx, c, o, myKey, myRev)
+		if err != nil && ctx.Err() != nil {
+			return errInLine
+		}
+		if err != nil {
+			return err
+		}
+		if len(ahead) < o.MaxHolders {
+			return nil
+		}
+		if !queued && o.OnQueued != nil {
+			o.OnQueued(len(ahead) + 1)
+			queued = true
+		}
+		if err := waitDelete(ctx, c, sess, o, ahead, rev); err != nil {
+			if ctx.Err() != nil {
+				return errInLine
+			}
+			return err
+		}
+	}
+}
+
+// entriesAhead lists the entries created before ours (oldest first) and
+// checks that ours still exists.
+func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey string, myRev int64) ([]string, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
+	defer cancel()
+	resp, err := c.Txn(rctx).Then(
+		clientv3.OpGet(myKey),
+		clientv3.OpGet(o.Key+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(myRev-1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+	).Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+		return nil, 0, errSessionLost
+	}
+	var ahead []string
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if isEntry(o.Key, string(kv.Key)) {
+			ahead = append(ahead, string(kv.Key))
+		}
+	}
+	return ahead, resp.Header.Revision, nil
+}
+
+// isEntry reports whether key is a direct entry of lockKey (not an entry of
+// a group lock nested below it).
+func isEntry(lockKey, key string) bool {
+	rest, ok := strings.CutPrefix(key, lockKey+"/")
+	return ok && rest != "" && !strings.Contains(rest, "/")
+}
+
+// waitDelete waits for a deletion that may let us in: of the entry just
+// before ours (one holder), or of any entry under the key (N holders).
+func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, ahead []string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	var wch clientv3.WatchChan
+	if o.MaxHolders == 1 {
+		wch = c.Watch(wctx, ahead[len(ahead)-1], clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	} else {
+		wch = c.Watch(wctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sess.Done():
+			return errSessionLost
+		case wr, ok := <-wch:
+			if !ok {
+				return errWatchClosed
+			}
+			if err := wr.Err(); err != nil {
+				return err
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// revoke revokes a lease with a fresh bounded context (the caller's may be
+// cancelled); failure is harmless: the lease expires by itself.
+func revoke(c *clientv3.Client, id clientv3.LeaseID, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := c.Revoke(ctx, id)
+	return err
+}

@@ -1,0 +1,573 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+func TestKey(t *testing.T) {
+	for _, tc := range []struct{ name, key, group, want string }{
+		{"no group", "/cluster/clusterrebootd/lock", "", "/cluster/clusterrebootd/lock"},
+		{"group", "/cluster/clusterrebootd/lock", "rack1", "/cluster/clusterrebootd/lock/rack1"},
+		{"trailing slash", "/c/lock/", "a", "/c/lock/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Key(tc.key, tc.group); got != tc.want {
+				t.Errorf("Key(%q, %q) = %q, want %q", tc.key, tc.group, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidGroup(t *testing.T) {
+	for _, tc := range []struct {
+		group string
+		want  bool
+	}{{"rack-1.a_b", true}, {"", true}, {"a/b", false}, {"a b", false}, {string(make([]byte, 64)), false}} {
+		t.Run(fmt.Sprintf("%q", tc.group), func(t *testing.T) {
+			if got := ValidGroup(tc.group); got != tc.want {
+				t.Errorf("ValidGroup(%q) = %v, want %v", tc.group, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIsEntry(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{{"/l/abc", true}, {"/l/g/abc", false}, {"/l/", false}, {"/lx/abc", false}} {
+		t.Run(tc.key, func(t *testing.T) {
+			if got := isEntry("/l", tc.key); got != tc.want {
+				t.Errorf("isEntry(/l, %q) = %v, want %v", tc.key, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Min: time.Second, Max: 10 * time.Second}
+	for _, tc := range []struct {
+		name    string
+		attempt int
+		r       float64
+		want    time.Duration
+	}{
+		{"first retry low", 0, 0, time.Second},
+		{"first retry high end", 0, 0.999999, 2 * time.Second},
+		{"third retry middle", 2, 0.5, time.Second + 7*time.Second/2},
+		{"capped at max", 20, 0.999999, 10 * time.Second},
+		{"capped low end is min", 20, 0, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b.Rand = func() float64 { return tc.r }
+			got := b.Delay(tc.attempt)
+			if d := got - tc.want; d > time.Millisecond || d < -time.Millisecond {
+				t.Errorf("Delay(%d) with rand %v = %s, want %s", tc.attempt, tc.r, got, tc.want)
+			}
+		})
+	}
+	t.Run("defaults", func(t *testing.T) {
+		if got := (Backoff{}).Delay(0); got < time.Second || got > 2*time.Second {
+			t.Errorf("zero Backoff Delay(0) = %s, want within [1s, 2s]", got)
+		}
+	})
+}
+
+func TestOptionsRejected(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+	}{
+		{"relative key", func(o *Options) { o.Key = "lock" }},
+		{"negative holders", func(o *Options) { o.MaxHolders = -1 }},
+		{"ttl below etcd minimum", func(o *Options) { o.TTL = time.Second }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts("/t/rejected", "n1")
+			tc.edit(&o)
+			_, err := Acquire(context.Background(), c, o)
+			if exitcode.CodeOf(err) != exitcode.Config {
+				t.Fatalf("Acquire = %v, want a config error", err)
+			}
+		})
+	}
+}
+
+func TestAcquireStatusRelease(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	ctx := context.Background()
+	key := "/t/basic/lock"
+	info, err := Status(ctx, c, key)
+	if err != nil || info.Held() {
+		t.Fatalf("before: Status = %+v, %v; want free", info, err)
+	}
+	o := opts(key, "node-a")
+	o.BootID = "boot-1"
+	h, err := Acquire(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err = Status(ctx, c, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Holders) != 1 || len(info.Waiters) != 0 {
+		t.Fatalf("Status = %+v, want one holder", info)
+	}
+	e := info.Holders[0]
+	if e.Node != "node-a" || e.BootID != "boot-1" || e.Purpose != "test" || e.AcquiredAt == nil {
+		t.Errorf("holder annotation = %+v", e.Annotation)
+	}
+	if e.FencingToken != h.FencingToken() || e.Entry != h.Entry() {
+		t.Errorf("holder %s token %d, want %s token %d", e.Entry, e.FencingToken, h.Entry(), h.FencingToken())
+	}
+	if e.LeaseID != fmt.Sprintf("%x", int64(h.LeaseID())) || e.TTLRemainingSec <= 0 || e.TTLRemainingSec > 3 {
+		t.Errorf("lease %s ttl %d, want %x with 0 < ttl <= 3", e.LeaseID, e.TTLRemainingSec, int64(h.LeaseID()))
+	}
+	if e.Since(time.Now()) < 0 || h.Waited() < 0 || h.Key() != key || h.TTL() != 3*time.Second || h.Annotation().Node != "node-a" {
+		t.Errorf("accessors: since %s waited %s key %s ttl %s", e.Since(time.Now()), h.Waited(), h.Key(), h.TTL())
+	}
+	if h.Err() != nil {
+		t.Errorf("Err while held = %v", h.Err())
+	}
+	release(t, h)
+	select {
+	case <-h.Done():
+	default:
+		t.Error("Done not closed after Release")
+	}
+	if !errors.Is(h.Err(), ErrReleased) || h.Context().Err() == nil {
+		t.Errorf("after Release: Err = %v, ctx err = %v", h.Err(), h.Context().Err())
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Errorf("second Release = %v, want nil", err)
+	}
+	info, _ = Status(ctx, c, key)
+	if info.Held() || len(info.Waiters) != 0 {
+		t.Errorf("after Release: Status = %+v, want free", info)
+	}
+}
+
+func TestFencingTokenGrows(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	var last int64
+	for i := range 3 {
+		h, err := Acquire(context.Background(), c, opts("/t/fence/lock", "n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.FencingToken() <= last {
+			t.Errorf("acquisition %d: token %d not above %d", i, h.FencingToken(), last)
+		}
+		last = h.FencingToken()
+		release(t, h)
+	}
+}
+
+// contend runs rounds of contenders that each take the lock once, hold it
+// for hold, and record when; it returns every holding interval.
+func contend(t *testing.T, endpoint, key string, maxHolders, rounds, contenders int, hold time.Duration) []interval {
+	t.Helper()
+	clients := make([]*clientv3.Client, contenders)
+	for i := range clients {
+		clients[i] = newClient(t, endpoint)
+	}
+	var mu sync.Mutex
+	var all []interval
+	for r := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, contenders)
+		for i := range contenders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o := opts(key, fmt.Sprintf("r%d-c%d", r, i))
+				o.MaxHolders = maxHolders
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				h, err := Acquire(ctx, clients[i], o)
+				if err != nil {
+					errs <- err
+					return
+				}
+				start := time.Now()
+				time.Sleep(hold)
+				end := time.Now()
+				select {
+				case <-h.Done():
+					errs <- fmt.Errorf("%s lost the lock while holding it: %v", o.Node, h.Err())
+				default:
+				}
+				mu.Lock()
+				all = append(all, interval{o.Node, start, end})
+				mu.Unlock()
+				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer rcancel()
+				if err := h.Release(rctx); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", r, err)
+		}
+	}
+	return all
+}
+
+func TestMaxOverlapDetectsOverlap(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, tc := range []struct {
+		name string
+		iv   []interval
+		want int
+	}{
+		{"disjoint", []interval{{"a", at(0), at(10)}, {"b", at(11), at(20)}}, 1},
+		{"touching", []interval{{"a", at(0), at(10)}, {"b", at(10), at(20)}}, 1},
+		{"overlap", []interval{{"a", at(0), at(10)}, {"b", at(9), at(20)}}, 2},
+		{"three", []interval{{"a", at(0), at(30)}, {"b", at(5), at(20)}, {"c", at(6), at(7)}}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, _ := maxOverlap(tc.iv); got != tc.want {
+				t.Errorf("maxOverlap = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMutualExclusion(t *testing.T) {
+	iv := contend(t, embedded.Endpoint, "/t/mutex/lock", 1, 20, 5, time.Millisecond)
+	if len(iv) != 100 {
+		t.Fatalf("%d acquisitions, want 100", len(iv))
+	}
+	if n, who := maxOverlap(iv); n != 1 {
+		t.Fatalf("%d holders at once (while %s held it), want 1", n, who)
+	}
+}
+
+func TestSemaphoreNeverMoreThanN(t *testing.T) {
+	iv := contend(t, embedded.Endpoint, "/t/sem/lock", 2, 10, 5, 5*time.Millisecond)
+	if n, who := maxOverlap(iv); n != 2 {
+		t.Fatalf("%d holders at once (peak at %s), want exactly 2 (the semaphore must also admit two)", n, who)
+	}
+}
+
+func TestSemaphoreQueue(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	ctx := context.Background()
+	key := "/t/semqueue/lock"
+	o := opts(key, "a")
+	o.MaxHolders = 2
+	a, err := Acquire(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Node = "b"
+	b, err := Acquire(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Held, 1)
+	queued := make(chan int, 1)
+	o.Node = "c"
+	o.OnQueued = func(pos int) { queued <- pos }
+	go func() {
+		h, err := Acquire(ctx, c, o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	if pos := <-queued; pos != 3 {
+		t.Errorf("queued at position %d, want 3", pos)
+	}
+	info, _ := Status(ctx, c, key)
+	if len(info.Holders) != 2 || len(info.Waiters) != 1 || info.Waiters[0].Node != "c" {
+		t.Fatalf("Status = %+v, want holders a, b and waiter c", info)
+	}
+	// The second holder leaving must let c in, even though the first stays.
+	release(t, b)
+	select {
+	case h := <-got:
+		release(t, h)
+	case <-time.After(5 * time.Second):
+		t.Fatal("c did not get the semaphore after b released")
+	}
+	release(t, a)
+}
+
+func TestHandoverIsPrompt(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	ctx := context.Background()
+	h, err := Acquire(ctx, c, opts("/t/handover/lock", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type acquired struct {
+		h  *Held
+		at time.Time
+	}
+	got := make(chan acquired, 1)
+	queued := make(chan int, 1)
+	go func() {
+		o := opts("/t/handover/lock", "b")
+		o.OnQueued = func(int) { queued <- 1 }
+		w, err := Acquire(ctx, c, o)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- acquired{w, time.Now()}
+	}()
+	<-queued
+	released := time.Now()
+	release(t, h)
+	a, ok := <-got
+	if !ok {
+		return
+	}
+	release(t, a.h)
+	// A loose bound: catches a polling design, not a busy machine.
+	if d := a.at.Sub(released); d > 2*time.Second {
+		t.Errorf("waiter acquired %s after release, want well under 2s", d)
+	}
+}
+
+func TestTimeoutWhileHeld(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	key := "/t/timeout/lock"
+	h, err := Acquire(context.Background(), c, opts(key, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = Acquire(ctx, c, opts(key, "b"))
+	if exitcode.CodeOf(err) != exitcode.LockBusy {
+		t.Fatalf("Acquire = %v (code %d), want lock_busy", err, exitcode.CodeOf(err))
+	}
+	info, _ := Status(context.Background(), c, key)
+	if len(info.Waiters) != 0 {
+		t.Errorf("the timed-out waiter left its entry: %+v", info.Waiters)
+	}
+}
+
+func TestCancelWhileWaiting(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	key := "/t/cancel/lock"
+	h, err := Acquire(context.Background(), c, opts(key, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err = Acquire(ctx, c, opts(key, "b"))
+	if exitcode.CodeOf(err) != exitcode.Interrupted {
+		t.Fatalf("Acquire = %v, want interrupted", err)
+	}
+}
+
+func TestLostWhenLeaseRevoked(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	h, err := Acquire(context.Background(), c, opts("/t/revoke/lock", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, h)
+	ctx := context.Background()
+	if r, err := c.Txn(ctx).If(h.IsOwnerCmp()).Then(clientv3.OpPut("/t/revoke/marker", "x")).Commit(); err != nil || !r.Succeeded {
+		t.Fatalf("owner txn while held: %v, succeeded=%v", err, r != nil && r.Succeeded)
+	}
+	if _, err := c.Revoke(ctx, h.LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(h.TTL()):
+		t.Fatal("Done not closed within one TTL after the lease was revoked")
+	}
+	if exitcode.CodeOf(h.Err()) != exitcode.LockBusy || h.Context().Err() == nil {
+		t.Errorf("Err = %v, want lock_busy and a cancelled context", h.Err())
+	}
+	if r, err := c.Txn(ctx).If(h.IsOwnerCmp()).Then(clientv3.OpPut("/t/revoke/marker", "y")).Commit(); err != nil || r.Succeeded {
+		t.Errorf("owner txn after loss succeeded=%v err=%v, want refused", r != nil && r.Succeeded, err)
+	}
+}
+
+func TestLostWhenEntryDeleted(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	h, err := Acquire(context.Background(), c, opts("/t/delete/lock", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, h)
+	if _, err := c.Delete(context.Background(), h.Entry()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Done not closed after the entry was deleted")
+	}
+}
+
+func TestEvict(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	ctx := context.Background()
+	key := "/t/evict/lock"
+	h, err := Acquire(ctx, c, opts(key, "stuck-node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, h)
+	none, err := Evict(ctx, c, key, "other-node")
+	if err != nil || len(none) != 0 {
+		t.Fatalf("Evict(other-node) = %v, %v; want nothing", none, err)
+	}
+	got, err := Evict(ctx, c, key, "stuck-node")
+	if err != nil || len(got) != 1 || got[0].Entry != h.Entry() {
+		t.Fatalf("Evict(stuck-node) = %+v, %v", got, err)
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(h.TTL()):
+		t.Fatal("the evicted holder did not notice")
+	}
+}
+
+// The protocol is concurrency.Mutex's: with max_holders 1 both exclude
+// each other, so `etcdctl lock` on the same key is honoured.
+func TestInteropWithConcurrencyMutex(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	ctx := context.Background()
+	key := "/t/interop/lock"
+	h, err := Acquire(ctx, c, opts(key, "ours"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := concurrency.NewMutex(s, key)
+	if err := m.TryLock(ctx); !errors.Is(err, concurrency.ErrLocked) {
+		t.Fatalf("concurrency.Mutex TryLock while we hold = %v, want ErrLocked", err)
+	}
+	release(t, h)
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Status(ctx, c, key)
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].MaxHolders != 1 || info.Holders[0].Node != "" {
+		t.Fatalf("Status of a concurrency.Mutex holder = %+v, %v", info, err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := Acquire(tctx, c, opts(key, "ours")); exitcode.CodeOf(err) != exitcode.LockBusy {
+		t.Fatalf("Acquire while concurrency.Mutex holds = %v, want lock_busy", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupsAreIndependent(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	base := "/t/groups/lock"
+	var held []*Held
+	for _, g := range []string{"", "rack1", "rack10"} {
+		h, err := Acquire(ctx, c, opts(Key(base, g), "n-"+g))
+		if err != nil {
+			t.Fatalf("group %q: %v", g, err)
+		}
+		held = append(held, h)
+	}
+	info, _ := Status(ctx, c, base)
+	if len(info.Holders) != 1 || len(info.Waiters) != 0 {
+		t.Errorf("ungrouped Status counts group entries: %+v", info)
+	}
+	for _, h := range held {
+		release(t, h)
+	}
+}
+
+func TestUnreachableIsEtcdUnavailable(t *testing.T) {
+	port, err := etcdtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+	o := opts("/t/unreachable/lock", "a")
+	o.RPCTimeout = 200 * time.Millisecond
+	retries := 0
+	o.OnRetry = func(int, error, time.Duration) { retries++ }
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err = Acquire(ctx, c, o)
+	if exitcode.CodeOf(err) != exitcode.EtcdUnavailable {
+		t.Fatalf("Acquire = %v, want etcd_unavailable", err)
+	}
+	if retries < 2 {
+		t.Errorf("%d retries, want several with a 20-200ms backoff in 1.5s", retries)
+	}
+}
+
+// A partition: the holder stops hearing from etcd. It must give the lock up
+// before the server can expire the lease and hand it to someone else.
+func TestLostOnPartitionBeforeServerExpiry(t *testing.T) {
+	p, err := etcdtest.NewProxy(embedded.Endpoint[len("http://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	viaProxy := newClient(t, "http://"+p.Addr)
+	direct := newClient(t, embedded.Endpoint)
+	h, err := Acquire(context.Background(), viaProxy, opts("/t/partition/lock", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Partition(true)
+	cut := time.Now()
+	select {
+	case <-h.Done():
+	case <-time.After(h.TTL() + time.Second):
+		t.Fatal("holder did not notice the partition within TTL + 1s")
+	}
+	noticed := time.Since(cut)
+	ttl, err := direct.TimeToLive(context.Background(), h.LeaseID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TTL -1 means expired; 0 means under a second left (etcd truncates).
+	if ttl.TTL < 0 {
+		t.Errorf("holder noticed the loss %s after the cut, but the server had already expired the lease", noticed)
+	}
+	if exitcode.CodeOf(h.Err()) != exitcode.LockBusy {
+		t.Errorf("Err = %v, want lock_busy", h.Err())
+	}
+	p.Partition(false)
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.Release(rctx)
+}

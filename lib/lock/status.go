@@ -1,0 +1,123 @@
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// Entry is one holder or waiter as Status sees it.
+type Entry struct {
+	// Entry is the etcd key, <lock key>/<lease id hex>.
+	Entry string `json:"entry"`
+	Annotation
+	// LeaseID is the lease in hex, as etcdctl prints it.
+	LeaseID string `json:"lease_id"`
+	// TTLRemainingSec is the lease's remaining TTL (-1: already expired).
+	TTLRemainingSec int64 `json:"ttl_remaining_sec"`
+	// FencingToken is the entry's create revision.
+	FencingToken int64 `json:"fencing_token"`
+}
+
+// Info is the state of one lock key.
+type Info struct {
+	Key     string  `json:"key"`
+	Holders []Entry `json:"holders"`
+	Waiters []Entry `json:"waiters"`
+	// Revision is the etcd revision the snapshot was read at.
+	Revision int64 `json:"revision"`
+}
+
+// Held reports whether anyone holds the lock.
+func (i Info) Held() bool { return len(i.Holders) > 0 }
+
+// Status reads the holders and the waiters (in the order they will get the
+// lock) of key. An entry without a JSON annotation (written by `etcdctl lock`)
+// shows only its lease; it counts with max_holders 1.
+func Status(ctx context.Context, c *clientv3.Client, key string) (Info, error) {
+	info := Info{Key: key, Holders: []Entry{}, Waiters: []Entry{}}
+	resp, err := c.Get(ctx, key+"/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return info, exitcode.Errorf(exitcode.EtcdUnavailable, "lock: reading %s from etcd at %s: %v", key, strings.Join(c.Endpoints(), ","), err)
+	}
+	info.Revision = resp.Header.Revision
+	position := 0
+	for _, kv := range resp.Kvs {
+		if !isEntry(key, string(kv.Key)) {
+			continue
+		}
+		e := Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: -1}
+		if err := json.Unmarshal(kv.Value, &e.Annotation); err != nil || e.MaxHolders < 1 {
+			e.MaxHolders = 1
+		}
+		if kv.Lease != 0 {
+			if ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil {
+				e.TTLRemainingSec = ttl.TTL
+			}
+		}
+		// Each contender decides with its own max_holders, and so does this.
+		if position < e.MaxHolders {
+			info.Holders = append(info.Holders, e)
+		} else {
+			info.Waiters = append(info.Waiters, e)
+		}
+		position++
+	}
+	return info, nil
+}
+
+// ParseLeaseID parses a lease ID in hex (as in entries and CRD_LEASE_ID).
+func ParseLeaseID(s string) (clientv3.LeaseID, error) {
+	v, err := strconv.ParseInt(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("lock: lease id %q is not hex: %w", s, err)
+	}
+	return clientv3.LeaseID(v), nil
+}
+
+// Since is how long the entry has held the lock at now (0 for a waiter).
+func (e Entry) Since(now time.Time) time.Duration {
+	if e.AcquiredAt == nil {
+		return 0
+	}
+	return now.Sub(*e.AcquiredAt)
+}
+
+// Evict revokes the lease of every entry of key whose annotation names node,
+// holders and waiters alike, and returns them. Revoking the lease deletes the
+// entry and every other key the lease carries; a still-running holder notices
+// at once and stops. It is the runbook's answer to a lock that hangs.
+func Evict(ctx context.Context, c *clientv3.Client, key, node string) ([]Entry, error) {
+	info, err := Status(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	evicted := []Entry{}
+	for _, e := range append(info.Holders, info.Waiters...) {
+		if e.Node != node {
+			continue
+		}
+		id, err := ParseLeaseID(e.LeaseID)
+		if err != nil {
+			return evicted, exitcode.New(exitcode.Internal, err)
+		}
+		if id == 0 {
+			_, err = c.Delete(ctx, e.Entry)
+		} else {
+			_, err = c.Revoke(ctx, id)
+		}
+		if err != nil {
+			return evicted, exitcode.Errorf(exitcode.EtcdUnavailable, "lock: evicting %s (lease %s) at %s: %v", e.Entry, e.LeaseID, strings.Join(c.Endpoints(), ","), err)
+		}
+		evicted = append(evicted, e)
+	}
+	return evicted, nil
+}

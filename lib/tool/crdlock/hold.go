@@ -1,0 +1,225 @@
+package crdlock
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+)
+
+// HoldResult is the JSON line crd-lock hold prints after COMMAND ends.
+type HoldResult struct {
+	base
+	MaxHolders   int        `json:"max_holders,omitempty"`
+	Purpose      string     `json:"purpose,omitempty"`
+	FencingToken int64      `json:"fencing_token,omitempty"`
+	LeaseID      string     `json:"lease_id,omitempty"`
+	AcquiredAt   *time.Time `json:"acquired_at,omitempty"`
+	LockWaitMS   *int64     `json:"lock_wait_ms,omitempty"`
+	HeldMS       *int64     `json:"held_ms,omitempty"`
+	Argv         []string   `json:"argv,omitempty"`
+	// CommandExitStatus is COMMAND's exit status (128+N if killed by signal
+	// N); absent when COMMAND never ran.
+	CommandExitStatus *int `json:"command_exit_status,omitempty"`
+	// LockLost is true when the lock was lost while COMMAND ran.
+	LockLost bool `json:"lock_lost,omitempty"`
+	// Released is true when the lease was revoked after COMMAND ended.
+	Released bool `json:"released"`
+}
+
+// Text renders the result for humans.
+func (r *HoldResult) Text(w io.Writer) error {
+	report.Line(w, "key", r.Key)
+	report.Line(w, "result", r.ExitName)
+	if r.FencingToken != 0 {
+		report.Line(w, "fencing token", r.FencingToken)
+		report.Line(w, "lease", r.LeaseID)
+	}
+	if r.LockWaitMS != nil {
+		report.Line(w, "waited", time.Duration(*r.LockWaitMS)*time.Millisecond)
+	}
+	if r.CommandExitStatus != nil {
+		report.Line(w, "command status", *r.CommandExitStatus)
+	}
+	if r.Error != "" {
+		report.Line(w, "error", r.Error)
+	}
+	return nil
+}
+
+func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crd-lock hold", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	f.register(fs)
+	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
+	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")
+	grace := fs.Duration("kill-grace", 10*time.Second, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL")
+	res := &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}
+	format := report.JSON
+	finish := func(err error) error {
+		res.Settle(err)
+		if res.CommandExitStatus != nil && *res.CommandExitStatus != 0 && !res.LockLost {
+			res.ExitName = "command_failed"
+		}
+		_ = report.Write(stdout, format, res)
+		return err
+	}
+	// Signals are ours from the start: while waiting they interrupt the wait,
+	// while COMMAND runs they are forwarded to it.
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+
+	// "--" ends the flags; the rest is COMMAND.
+	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return finish(err)
+	}
+	if fmtv, err := f.common.Output(stdout); err == nil {
+		format = fmtv
+	} else {
+		return finish(err)
+	}
+	argv := fs.Args()
+	res.Argv = argv
+	if len(argv) == 0 {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: no COMMAND given: crd-lock hold [flags] -- COMMAND [ARGS...]"))
+	}
+	cfg, key, err := f.load(fs)
+	res.Node, res.Key, res.MaxHolders, res.Purpose = cfg.NodeName, key, cfg.MaxHolders, *purpose
+	if err != nil {
+		return finish(err)
+	}
+	logger, err := f.common.Logger(stderr, tool)
+	if err != nil {
+		return finish(err)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: COMMAND %q: %v", argv[0], errors.Unwrap(err)))
+	}
+
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sigc:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	client, err := f.connect(actx, cfg)
+	if err != nil {
+		return finish(err)
+	}
+	defer client.Close()
+	if *timeout > 0 {
+		var tcancel context.CancelFunc
+		actx, tcancel = context.WithTimeout(actx, *timeout)
+		defer tcancel()
+	}
+	held, err := lock.Acquire(actx, client, lockOptions(cfg, key, *purpose, logger))
+	cancel() // stop the interrupt watcher: from here on signals go to COMMAND
+	if err != nil {
+		return finish(err)
+	}
+	ann := held.Annotation()
+	wait := held.Waited().Milliseconds()
+	res.FencingToken, res.LeaseID, res.AcquiredAt, res.LockWaitMS = held.FencingToken(), fmt.Sprintf("%x", int64(held.LeaseID())), ann.AcquiredAt, &wait
+	logger.Info("lock acquired", "key", key, "fencing_token", held.FencingToken(), "lease_id", res.LeaseID, "lock_wait_ms", wait)
+
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.Env = append(os.Environ(),
+		"CRD_LOCK_KEY="+key,
+		"CRD_FENCING_TOKEN="+strconv.FormatInt(held.FencingToken(), 10),
+		"CRD_LEASE_ID="+res.LeaseID,
+		"CRD_NODE="+cfg.NodeName,
+	)
+	// Its own process group, so the whole group can be signalled; SIGTERM to
+	// COMMAND should crd-lock itself die (the lock dies with it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	started := time.Now()
+	status, lost, runErr := supervise(cmd, held, sigc, *grace, logger.Warn)
+	heldMS := time.Since(started).Milliseconds()
+	res.HeldMS = &heldMS
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	relErr := held.Release(rctx)
+	rcancel()
+	res.Released = relErr == nil && !lost
+	if relErr != nil && !lost {
+		logger.Warn("release failed; the lock frees itself when the lease expires", "key", key, "err", relErr)
+	}
+	if runErr != nil {
+		return finish(runErr)
+	}
+	res.CommandExitStatus = &status
+	if lost {
+		res.LockLost = true
+		return finish(exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold: %v; COMMAND was terminated (status %d)", held.Err(), status))
+	}
+	if status != 0 {
+		return finish(exitcode.Errorf(exitcode.Code(status), "crd-lock: hold: COMMAND %s exited with status %d", argv[0], status))
+	}
+	return finish(nil)
+}
+
+// supervise runs cmd to its end: signals are forwarded to its process
+// group, and when the lock is lost the group gets SIGTERM, then SIGKILL after
+// grace. It returns the exit status (128+N for signal N) and whether the lock
+// was lost.
+func supervise(cmd *exec.Cmd, held *lock.Held, sigc <-chan os.Signal, grace time.Duration, warn func(string, ...any)) (int, bool, error) {
+	if err := cmd.Start(); err != nil {
+		return 0, false, exitcode.Errorf(exitcode.Config, "crd-lock: hold: starting COMMAND %s: %v", cmd.Path, err)
+	}
+	pgid := cmd.Process.Pid
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	lostc := held.Done()
+	var killc <-chan time.Time
+	lost := false
+	for {
+		select {
+		case err := <-waitc:
+			return exitStatus(cmd, err), lost, nil
+		case sig := <-sigc:
+			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+		case <-lostc:
+			lostc = nil
+			lost = true
+			warn("lock lost while COMMAND runs; terminating it", "err", held.Err(), "kill_grace", grace)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			killc = time.After(grace)
+		case <-killc:
+			warn("COMMAND still running after the grace period; killing its process group")
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// exitStatus is the shell's view of how cmd ended.
+func exitStatus(cmd *exec.Cmd, err error) int {
+	if cmd.ProcessState == nil {
+		return 1
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}

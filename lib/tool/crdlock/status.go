@@ -1,0 +1,186 @@
+package crdlock
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+)
+
+// StatusResult is the JSON line of crd-lock status.
+type StatusResult struct {
+	base
+	Held     bool         `json:"held"`
+	Holders  []lock.Entry `json:"holders"`
+	Waiters  []lock.Entry `json:"waiters"`
+	Revision int64        `json:"revision,omitempty"`
+}
+
+// Text renders the result for humans.
+func (r *StatusResult) Text(w io.Writer) error {
+	report.Line(w, "key", r.Key)
+	if r.Error != "" && r.ExitCode != int(exitcode.LockBusy) {
+		report.Line(w, "error", r.Error)
+		return nil
+	}
+	if !r.Held {
+		report.Line(w, "state", "free")
+	}
+	for i, e := range r.Holders {
+		report.Line(w, fmt.Sprintf("holder %d", i+1), describe(e))
+	}
+	for i, e := range r.Waiters {
+		report.Line(w, fmt.Sprintf("waiter %d", i+1), describe(e))
+	}
+	return nil
+}
+
+func describe(e lock.Entry) string {
+	node := e.Node
+	if node == "" {
+		node = "(no annotation)"
+	}
+	s := fmt.Sprintf("%s pid %d token %d lease %s ttl %ds", node, e.PID, e.FencingToken, e.LeaseID, e.TTLRemainingSec)
+	if e.AcquiredAt != nil {
+		s += " since " + e.AcquiredAt.Format(time.RFC3339)
+	}
+	if e.Purpose != "" {
+		s += " (" + e.Purpose + ")"
+	}
+	return s
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crd-lock status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	f.register(fs)
+	res := &StatusResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "status"}, Holders: []lock.Entry{}, Waiters: []lock.Entry{}}
+	format := report.JSON
+	finish := func(err error) error {
+		res.Settle(err)
+		_ = report.Write(stdout, format, res)
+		return err
+	}
+	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return finish(err)
+	}
+	if fmtv, err := f.common.Output(stdout); err == nil {
+		format = fmtv
+	} else {
+		return finish(err)
+	}
+	if fs.NArg() > 0 {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: status: unexpected argument %q", fs.Arg(0)))
+	}
+	cfg, key, err := f.load(fs)
+	res.Node, res.Key = cfg.NodeName, key
+	if err != nil {
+		return finish(err)
+	}
+	client, err := f.connect(ctx, cfg)
+	if err != nil {
+		return finish(err)
+	}
+	defer client.Close()
+	qctx, cancel := context.WithTimeout(ctx, time.Duration(cfg.EtcdDialTimeoutSec)*time.Second)
+	defer cancel()
+	info, err := lock.Status(qctx, client, key)
+	if err != nil {
+		return finish(err)
+	}
+	res.Held, res.Holders, res.Waiters, res.Revision = info.Held(), info.Holders, info.Waiters, info.Revision
+	if info.Held() {
+		h := info.Holders[0]
+		return finish(exitcode.Errorf(exitcode.LockBusy, "crd-lock: status: %s is held by %s (fencing token %d, lease %s, %d waiting)", key, nodeName(h), h.FencingToken, h.LeaseID, len(info.Waiters)))
+	}
+	return finish(nil)
+}
+
+func nodeName(e lock.Entry) string {
+	if e.Node == "" {
+		return "an unannotated holder (etcdctl lock?)"
+	}
+	return "node " + e.Node
+}
+
+// ReleaseResult is the JSON line of crd-lock release.
+type ReleaseResult struct {
+	base
+	Holder   string       `json:"holder"`
+	Forced   bool         `json:"forced"`
+	Released []lock.Entry `json:"released"`
+}
+
+// Text renders the result for humans.
+func (r *ReleaseResult) Text(w io.Writer) error {
+	report.Line(w, "key", r.Key)
+	report.Line(w, "holder", r.Holder)
+	report.Line(w, "released", len(r.Released))
+	if r.Error != "" {
+		report.Line(w, "error", r.Error)
+	}
+	return nil
+}
+
+func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crd-lock release", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	f.register(fs)
+	holder := fs.String("holder", "", "`node` whose entries to release (default this node)")
+	force := fs.Bool("force", false, "release entries of another node (the runbook's \"lock hangs\" case)")
+	res := &ReleaseResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "release"}, Released: []lock.Entry{}}
+	format := report.JSON
+	finish := func(err error) error {
+		res.Settle(err)
+		_ = report.Write(stdout, format, res)
+		return err
+	}
+	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return finish(err)
+	}
+	if fmtv, err := f.common.Output(stdout); err == nil {
+		format = fmtv
+	} else {
+		return finish(err)
+	}
+	if fs.NArg() > 0 {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: release: unexpected argument %q", fs.Arg(0)))
+	}
+	cfg, key, err := f.load(fs)
+	res.Node, res.Key, res.Forced = cfg.NodeName, key, *force
+	res.Holder = *holder
+	if res.Holder == "" {
+		res.Holder = cfg.NodeName
+	}
+	if err != nil {
+		return finish(err)
+	}
+	if res.Holder != cfg.NodeName && !*force {
+		return finish(exitcode.Errorf(exitcode.LockBusy, "crd-lock: release: %s is node %s's, not this node's (%s): check it is really stuck (crd-lock status), then pass --force", key, res.Holder, cfg.NodeName))
+	}
+	client, err := f.connect(ctx, cfg)
+	if err != nil {
+		return finish(err)
+	}
+	defer client.Close()
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Duration(cfg.EtcdDialTimeoutSec)*time.Second)
+	defer cancel()
+	released, err := lock.Evict(qctx, client, key, res.Holder)
+	res.Released = released
+	return finish(err)
+}

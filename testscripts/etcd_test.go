@@ -1,0 +1,124 @@
+package testscripts
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+)
+
+// LockCmds are the custom testscript commands of the crd-lock scripts:
+//
+//	etcd-start [-tls] [-auth]
+//	    starts a throwaway etcd on random loopback ports (the binary named by
+//	    CRD_TEST_ETCD, else an embedded server), writes $WORK/crd.yaml for it
+//	    and points CRD_CONFIG there; drop-ins go to $WORK/config.d/. Sets
+//	    ETCD_ENDPOINT. -tls serves mutual TLS with certificates generated in
+//	    $WORK/certs; -auth enables etcd auth with a role granting only
+//	    /cluster/clusterrebootd/ to user crd (password file $WORK/etcd-password).
+//	    The server stops when the script ends.
+//	waitfile FILE
+//	    waits up to 30 s for FILE to exist (a background command's signal).
+func LockCmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
+	return map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		"etcd-start": CmdEtcdStart,
+		"waitfile":   CmdWaitFile,
+	}
+}
+
+// CmdEtcdStart implements etcd-start (see LockCmds).
+func CmdEtcdStart(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("usage: etcd-start [-tls] [-auth] (no negation)")
+	}
+	fs := flag.NewFlagSet("etcd-start", flag.ContinueOnError)
+	useTLS := fs.Bool("tls", false, "mutual TLS")
+	useAuth := fs.Bool("auth", false, "etcd authentication")
+	if err := fs.Parse(args); err != nil {
+		ts.Fatalf("etcd-start: %v", err)
+	}
+	work := ts.Getenv("WORK")
+	var certs *etcdtest.Certs
+	if *useTLS {
+		var err error
+		certs, err = etcdtest.GenerateCerts(filepath.Join(work, "certs"))
+		ts.Check(err)
+	}
+	srv, err := etcdtest.Start(etcdtest.Options{Binary: os.Getenv("CRD_TEST_ETCD"), Dir: filepath.Join(work, ".etcd"), TLS: certs})
+	ts.Check(err)
+	ts.Defer(srv.Stop)
+	cfg := []string{
+		"etcd_endpoints: [\"" + srv.Endpoint + "\"]",
+		"etcd_dial_timeout_sec: 3",
+		"health_timeout_sec: 2",
+		"lock_ttl_sec: 5",
+		"backoff_min_sec: 1",
+		"backoff_max_sec: 2",
+	}
+	if certs != nil {
+		cfg = append(cfg, "etcd_tls:", "  enabled: true", "  ca_file: "+certs.CA,
+			"  cert_file: "+certs.ClientCert, "  key_file: "+certs.ClientKey)
+	}
+	if *useAuth {
+		admin, err := srv.Client(certs)
+		ts.Check(err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = etcdtest.EnableAuth(ctx, admin, "rootpw", "clusterrebootd", "crd", "crdpw", "/cluster/clusterrebootd/")
+		cancel()
+		admin.Close()
+		ts.Check(err)
+		pw := filepath.Join(work, "etcd-password")
+		ts.Check(os.WriteFile(pw, []byte("crdpw\n"), 0o600))
+		cfg = append(cfg, "etcd_username: crd", "etcd_password_file: "+pw)
+	}
+	conf := filepath.Join(work, "crd.yaml")
+	ts.Check(os.WriteFile(conf, []byte(strings.Join(cfg, "\n")+"\n"), 0o644))
+	ts.Setenv("CRD_CONFIG", conf)
+	ts.Setenv("ETCD_ENDPOINT", srv.Endpoint)
+	ts.Logf("etcd-start: %s (binary %q)", srv.Endpoint, os.Getenv("CRD_TEST_ETCD"))
+}
+
+// CmdWaitFile implements waitfile (see LockCmds).
+func CmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitfile FILE")
+	}
+	file := ts.MkAbs(args[0])
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(file); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfile: %s did not appear within 30s", args[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCrdLockScripts runs the crd-lock scripts with LockCmds for as long as
+// the shared Params do not register them; once they do, TestScripts runs
+// them and this test skips.
+func TestCrdLockScripts(t *testing.T) {
+	p := Params(".")
+	if _, ok := p.Cmds["etcd-start"]; ok {
+		t.Skip("TestScripts runs the crd-lock scripts")
+	}
+	for name, cmd := range LockCmds() {
+		p.Cmds[name] = cmd
+	}
+	files, err := filepath.Glob("crd-lock_*.txtar")
+	if err != nil || len(files) == 0 {
+		t.Fatal(fmt.Sprint("no crd-lock scripts: ", err))
+	}
+	p.Dir, p.Files = "", files
+	testscript.Run(t, p)
+}
