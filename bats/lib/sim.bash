@@ -1,0 +1,203 @@
+# shellcheck shell=bash
+# sim.bash: simulated nodes for the end-to-end suites (bats/e2e_*.bats) and make demo.
+#
+# A simulated node is a directory with its own configuration, state_dir, run_dir,
+# boot id, reboot-required marker and health script, and a real `clusterrebootd run`
+# daemon (and its real crd-lock children) talking to a real etcd. Its reboot_command
+# is scripts/sim-reboot, which records "NODE down T" in a shared ledger, kills the
+# daemon a moment later, "boots" (a new boot id, the marker removed), records
+# "NODE up T" and starts the daemon again. See scripts/sim-reboot for the details.
+#
+#   sim_init                   create $SIM_DIR (default $TEST_DIR/sim) and $SIM_LEDGER;
+#                              needs $ETCD_ENDPOINTS
+#   sim_node_add NAME [YAML]   create a node (config below); YAML, if given, becomes
+#                              its config.d/10-scenario.yaml drop-in
+#   sim_nodes_add N            nodes n1..nN
+#   sim_dropin NAME FILE       YAML on stdin -> config.d/FILE.yaml of node NAME
+#   sim_need_reboot NAME...    make NAME need a reboot (touch its marker)
+#   sim_start NAME...          boot NAME (start its daemon)
+#   sim_crash NAME             SIGKILL the daemon and everything it started
+#   sim_hup NAME               SIGHUP the daemon (reload its configuration)
+#   sim_under_lock NAME SCRIPT run SCRIPT (sh) in the health gate's under-lock phase
+#   sim_pre_lock NAME SCRIPT   run SCRIPT (sh) in the health gate's pre-lock phase
+#   sim_health_script NAME P   use P as NAME's health_script
+#   sim_stop_all               end every node and boot in progress (teardown)
+#   sim_downs / sim_ups        how many "down" / "up" lines the ledger has
+#   sim_wait_downs N SEC       wait until the ledger has N "down" lines
+#   sim_wait_event NAME EVENT SEC [N]   wait until NAME's log has N (default 1)
+#                              lines with "event":"EVENT"
+#   sim_count_event NAME EVENT how many such lines
+#   sim_check_ledger ARGS...   scripts/e2e-ledger-check ARGS... $SIM_LEDGER
+#   sim_status NAME            `clusterrebootd status` JSON, as NAME sees it
+#   sim_reboot_required NAME   NAME's published reboot_required (true/false)
+#   sim_node_dir NAME, sim_log NAME
+#
+# Timings (environment, read by sim_init): SIM_BOOT_SEC (2), SIM_DOWN_DELAY (0.3),
+# SIM_LOCK_TTL (5), SIM_HEALTH_TIMEOUT (2), SIM_SLOT_TTL (60).
+
+_sim_lib_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+_sim_repo_root="$(cd "$_sim_lib_dir/../.." && pwd)"
+SIM_REBOOT="$_sim_repo_root/scripts/sim-reboot"
+SIM_LEDGER_CHECK="$_sim_repo_root/scripts/e2e-ledger-check"
+
+sim_init() {
+	: "${ETCD_ENDPOINTS:?sim_init: start etcd first (bats/lib/etcd.bash)}"
+	SIM_DIR=${SIM_DIR:-${TEST_DIR:-$BATS_TEST_TMPDIR}/sim}
+	SIM_LEDGER="$SIM_DIR/ledger"
+	SIM_BIN_DIR=${SIM_BIN_DIR:-${CLUSTERREBOOTD_BIN_DIR:-$_sim_repo_root/bin}}
+	SIM_NODES=()
+	mkdir -p "$SIM_DIR/nodes"
+	: >"$SIM_LEDGER"
+	export SIM_DIR SIM_LEDGER
+}
+
+sim_node_dir() { echo "$SIM_DIR/nodes/$1"; }
+sim_log() { echo "$SIM_DIR/nodes/$1/daemon.log"; }
+
+# _sim_yaml_list "a,b": ["a", "b"]
+_sim_yaml_list() {
+	local IFS=, out="" x
+	for x in $1; do out+="${out:+, }\"$x\""; done
+	echo "[$out]"
+}
+
+sim_node_add() {
+	local name=$1 d
+	d="$(sim_node_dir "$name")"
+	mkdir -p "$d/state" "$d/run" "$d/config.d"
+	cat /proc/sys/kernel/random/uuid >"$d/boot_id"
+	cat >"$d/sim.env" <<-EOF
+		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+		SIM_NODE=$name
+		SIM_LEDGER=$SIM_LEDGER
+		SIM_BOOT_SEC=${SIM_BOOT_SEC:-2}
+		SIM_DOWN_DELAY=${SIM_DOWN_DELAY:-0.3}
+		SIM_DAEMON=$SIM_BIN_DIR/clusterrebootd
+		SIM_CRD_LOCK=$SIM_BIN_DIR/crd-lock
+		SIM_CONFIG=$d/config.yaml
+	EOF
+	# The health script: exit 0, unless a scenario installed a phase hook.
+	cat >"$d/health.sh" <<-EOF
+		#!/bin/sh
+		# Simulated node $name: healthy, unless a scenario hook says otherwise.
+		if [ -x "$d/hook-\$CRD_PHASE" ]; then
+			exec "$d/hook-\$CRD_PHASE"
+		fi
+		exit 0
+	EOF
+	chmod 755 "$d/health.sh"
+	cat >"$d/config.yaml" <<-EOF
+		node_name: "$name"
+		reboot_required_detectors:
+		  - type: file
+		    path: "$d/reboot-required"
+		health_script: "$d/health.sh"
+		health_timeout_sec: ${SIM_HEALTH_TIMEOUT:-2}
+		health_publish_interval_sec: 1
+		check_interval_sec: 1
+		backoff_min_sec: 1
+		backoff_max_sec: 2
+		lock_key: "/e2e/clusterrebootd/lock"
+		lock_ttl_sec: ${SIM_LOCK_TTL:-5}
+		max_holders: 1
+		etcd_endpoints: $(_sim_yaml_list "$ETCD_ENDPOINTS")
+		etcd_dial_timeout_sec: 2
+		reboot_command: ["$SIM_REBOOT", "$d"]
+		reboot_slot_ttl_sec: ${SIM_SLOT_TTL:-60}
+		settle_sec: 0
+		max_reboots_per_day: 10
+		kill_switch_file: "$d/disable"
+		state_dir: "$d/state"
+		run_dir: "$d/run"
+		metrics:
+		  textfile: "$d/metrics.prom"
+		windows:
+		  timezone: "UTC"
+	EOF
+	if [[ -n "${2:-}" ]]; then
+		printf '%s\n' "$2" >"$d/config.d/10-scenario.yaml"
+	fi
+	SIM_NODES+=("$name")
+}
+
+sim_nodes_add() {
+	local i
+	for ((i = 1; i <= $1; i++)); do sim_node_add "n$i"; done
+}
+
+sim_dropin() { cat >"$(sim_node_dir "$1")/config.d/$2.yaml"; }
+
+sim_need_reboot() {
+	local n
+	for n in "$@"; do touch "$(sim_node_dir "$n")/reboot-required"; done
+}
+
+sim_start() {
+	local n
+	for n in "$@"; do "$SIM_REBOOT" --start "$(sim_node_dir "$n")" || return 1; done
+}
+
+sim_crash() { "$SIM_REBOOT" --crash "$(sim_node_dir "$1")"; }
+
+sim_hup() { kill -HUP "$(cat "$(sim_node_dir "$1")/daemon.pid")"; }
+
+sim_health_script() {
+	local d
+	d="$(sim_node_dir "$1")"
+	sed -i "s|^health_script: .*|health_script: \"$2\"|" "$d/config.yaml"
+}
+
+# _sim_hook NAME PHASE SCRIPT: SCRIPT runs (sh) when the health gate runs in PHASE.
+_sim_hook() {
+	local f
+	f="$(sim_node_dir "$1")/hook-$2"
+	printf '#!/bin/sh\n%s\n' "$3" >"$f.tmp"
+	chmod 755 "$f.tmp"
+	mv -f "$f.tmp" "$f"
+}
+sim_under_lock() { _sim_hook "$1" under-lock "$2"; }
+sim_pre_lock() { _sim_hook "$1" pre-lock "$2"; }
+
+sim_stop_all() {
+	local d
+	[[ -n "${SIM_DIR:-}" && -d "$SIM_DIR/nodes" ]] || return 0
+	for d in "$SIM_DIR"/nodes/*/; do
+		[[ -f "$d/sim.env" ]] && "$SIM_REBOOT" --halt "${d%/}"
+	done
+	return 0
+}
+
+sim_downs() { grep -c ' down ' "$SIM_LEDGER" || true; }
+sim_ups() { grep -c ' up ' "$SIM_LEDGER" || true; }
+
+# _sim_wait SEC CMD...: poll CMD every 0.2 s until it succeeds; fail after SEC.
+_sim_wait() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		if ((SECONDS >= deadline)); then
+			echo "sim: timed out: $*" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+_sim_downs_ge() { (($(sim_downs) >= $1)); }
+sim_wait_downs() { _sim_wait "$2" _sim_downs_ge "$1"; }
+
+sim_count_event() {
+	grep -c "\"event\":\"$2\"" "$(sim_log "$1")" 2>/dev/null || true
+}
+_sim_event_ge() { (($(sim_count_event "$1" "$2") >= $3)); }
+sim_wait_event() { _sim_wait "$3" _sim_event_ge "$1" "$2" "${4:-1}"; }
+
+sim_check_ledger() { "$SIM_LEDGER_CHECK" "$@" "$SIM_LEDGER"; }
+
+sim_status() {
+	"$SIM_BIN_DIR/clusterrebootd" status --config "$(sim_node_dir "$1")/config.yaml" --format json 2>/dev/null
+}
+
+sim_reboot_required() {
+	sim_status "$1" | jq -r --arg n "$1" '.view.nodes[] | select(.node == $n) | .reboot_required'
+}
