@@ -55,9 +55,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"log/slog"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
