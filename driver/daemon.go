@@ -54,6 +54,9 @@ type Daemon struct {
 	MetricsServer func(ctx context.Context) error
 	// Mode applies to every cycle.
 	Mode Mode
+	// MemTrim, when set, runs after each cycle and each publication: it
+	// returns the executable's clean read-only pages (lib/memtrim).
+	MemTrim func()
 
 	mu     sync.Mutex
 	cycles int
@@ -120,6 +123,7 @@ func (d *Daemon) loop(ctx context.Context) {
 		d.mu.Unlock()
 		d.writeMetrics()
 		d.notify(func(n Notifier) error { return n.Status(d.Driver.Status().String()) })
+		d.memTrim()
 		if ctx.Err() != nil {
 			return
 		}
@@ -130,6 +134,12 @@ func (d *Daemon) loop(ctx context.Context) {
 			d.Log.Debug("backing off", "event", "backoff", "delay_ms", delay.Milliseconds(), "attempt", out.Attempt)
 		}
 		timer.Reset(delay)
+	}
+}
+
+func (d *Daemon) memTrim() {
+	if d.MemTrim != nil {
+		d.MemTrim()
 	}
 }
 
@@ -171,6 +181,7 @@ func (d *Daemon) publisher(ctx context.Context) {
 				"event", "publish_failed", "error", err)
 		}
 		d.writeMetrics()
+		d.memTrim()
 		every := time.Duration(d.Driver.Config().HealthPublishIntervalSec) * time.Second
 		t := time.NewTimer(Jitter(every, d.rand()))
 		select {

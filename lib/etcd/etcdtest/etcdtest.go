@@ -2,7 +2,7 @@
 // tests: either the real server binary (the truth: a pinned etcd build or
 // Debian's etcd-server) or an embedded one (go.etcd.io/etcd/server/v3/embed,
 // for speed). It also generates test certificates and sets up etcd
-// authentication. Only test code imports it.
+// authentication. Only test and benchmark code (bench/) imports it.
 package etcdtest
 
 import (

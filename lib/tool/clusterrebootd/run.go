@@ -12,6 +12,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/memtrim"
 	"github.com/clusterrebootd/clusterrebootd/lib/notify"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 	"github.com/clusterrebootd/clusterrebootd/lib/version"
@@ -66,10 +67,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 		sub = "simulate"
 	}
 	b := newBase(sub, stderr, true)
-	var dryRun, once bool
+	var dryRun, once, noMemTrim bool
 	if !simulate {
 		b.fs.BoolVar(&dryRun, "dry-run", false, "decide and log everything; run no hook and no reboot command (dry_run: true)")
 		b.fs.BoolVar(&once, "once", false, "run one cycle and exit with its result")
+		b.fs.BoolVar(&noMemTrim, "no-memtrim", false, "keep the executable's read-only pages resident (for measurements; docs/performance.md)")
 	}
 	if err := b.parse(args, stdout); err != nil {
 		return err
@@ -134,6 +136,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 		LoadConfig:    func() (config.Config, error) { return b.load(override) },
 		Rand:          rand.Float64,
 		Metrics:       m,
+	}
+	if !noMemTrim {
+		d.MemTrim = func() {
+			if _, err := memtrim.Trim(); err != nil {
+				log.Debug("memtrim failed", "error", err)
+			}
+		}
 	}
 	if cfg.Metrics.Enabled {
 		path := child.(driver.ExecChild).Path

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// handoverNode writes a configuration for one node of a handover trial: a
+// reboot is always needed, and the reboot command records the time.
+func (b *bench) handoverNode(dir, node, lockKey string) (cfgPath, stampPath string, err error) {
+	stampPath = filepath.Join(dir, node+".stamp")
+	nd := filepath.Join(dir, node)
+	for _, d := range []string{"run", "state"} {
+		if err := os.MkdirAll(filepath.Join(nd, d), 0o755); err != nil {
+			return "", "", err
+		}
+	}
+	needed := filepath.Join(dir, "reboot-required")
+	if err := os.WriteFile(needed, nil, 0o644); err != nil {
+		return "", "", err
+	}
+	cfg := fmt.Sprintf(`node_name: %s
+reboot_required_detectors: [{type: file, path: %s}]
+etcd_endpoints: [%s]
+lock_key: %s
+kill_switch_file: %s/disable
+state_dir: %s/state
+run_dir: %s/run
+health_script: /bin/true
+reboot_command: [%s, %s]
+`, node, needed, b.etcd.Endpoint, lockKey, nd, nd, nd, filepath.Join(b.benchBin, "stamp"), stampPath)
+	cfgPath = filepath.Join(nd, "config.yaml")
+	return cfgPath, stampPath, os.WriteFile(cfgPath, []byte(cfg), 0o644)
+}
+
+// startDaemon starts clusterrebootd run; its stderr goes to logPath.
+func (b *bench) startDaemon(cfgPath, logPath string) (*exec.Cmd, error) {
+	cmd := exec.Command(filepath.Join(b.bin, "clusterrebootd"), "run", "--config", cfgPath)
+	cmd.Env = cleanEnv()
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	return cmd, cmd.Start()
+}
+
+func stopCmd(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// waitFor polls cond every 2 ms until it holds or limit passes.
+func waitFor(limit time.Duration, cond func() bool) bool {
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return cond()
+}
+
+func readStamp(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
+}
+
+// handoverTrial runs two real daemons (each with its real crd-lock cycle
+// child) on one lock: A reboots (its reboot command records the time) and
+// keeps its reboot slot, as a rebooting node does; B gets the lock seat and
+// waits on a watch for the slot. The slot is then deleted the way
+// `crd-lock step complete` deletes it, and the latency is the time from just
+// before that delete to B's reboot command starting.
+func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i int) (time.Duration, error) {
+	dir := filepath.Join(b.work, "handover", strconv.Itoa(i))
+	ns := fmt.Sprintf("/bench/handover/%d/", i)
+	lockKey := ns + "lock"
+	cfgA, stampA, err := b.handoverNode(dir, "a", lockKey)
+	if err != nil {
+		return 0, err
+	}
+	cfgB, stampB, err := b.handoverNode(dir, "b", lockKey)
+	if err != nil {
+		return 0, err
+	}
+	a, err := b.startDaemon(cfgA, filepath.Join(dir, "a.log"))
+	defer stopCmd(a)
+	if err != nil {
+		return 0, err
+	}
+	if !waitFor(20*time.Second, func() bool { _, ok := readStamp(stampA); return ok }) {
+		return 0, fmt.Errorf("handover %d: node a never ran its reboot command; see %s/a.log", i, dir)
+	}
+	bd, err := b.startDaemon(cfgB, filepath.Join(dir, "b.log"))
+	defer stopCmd(bd)
+	if err != nil {
+		return 0, err
+	}
+	waiting := func() bool {
+		log, _ := os.ReadFile(filepath.Join(dir, "b.log"))
+		return bytes.Contains(log, []byte(`"event":"slot_waiting"`))
+	}
+	if !waitFor(20*time.Second, waiting) {
+		return 0, fmt.Errorf("handover %d: node b never waited for the slot; see %s/b.log", i, dir)
+	}
+	// Give b time to open its watch after logging.
+	time.Sleep(250 * time.Millisecond)
+	if _, ok := readStamp(stampB); ok {
+		return 0, fmt.Errorf("handover %d: node b rebooted while a's slot was taken", i)
+	}
+	slot := ns + "rebooting/a"
+	t0 := time.Now()
+	resp, err := c.Delete(ctx, slot, clientv3.WithPrevKV())
+	if err != nil {
+		return 0, err
+	}
+	if resp.Deleted != 1 {
+		return 0, fmt.Errorf("handover %d: no slot %s to release", i, slot)
+	}
+	if !waitFor(20*time.Second, func() bool { _, ok := readStamp(stampB); return ok }) {
+		return 0, fmt.Errorf("handover %d: node b never ran its reboot command after the slot was released; see %s/b.log", i, dir)
+	}
+	if len(resp.PrevKvs) > 0 && resp.PrevKvs[0].Lease != 0 {
+		_, _ = c.Revoke(ctx, clientv3.LeaseID(resp.PrevKvs[0].Lease))
+	}
+	t1, _ := readStamp(stampB)
+	return time.Duration(t1 - t0.UnixNano()), nil
+}

@@ -1,0 +1,276 @@
+// Command crdbench measures clusterrebootd's footprint and speed against a
+// real etcd and writes docs/performance.md (make bench) and docs/scaling.md
+// (make bench-scale). Every figure in those documents comes from its run.
+//
+//	crdbench run   [-quick] -bin DIR -bench-bin DIR -etcd PATH -etcdctl PATH -doc FILE
+//	crdbench scale [-quick] -etcd PATH -doc FILE
+//
+// -quick (make bench-smoke) runs each measurement once and tiny, and fails
+// unless every figure produced numbers.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+)
+
+// bench is one run's environment.
+type bench struct {
+	bin      string // clusterrebootd, crd-* binaries
+	benchBin string // floor, stamp
+	etcdBin  string
+	etcdctl  string
+	work     string
+	etcd     *etcdtest.Server
+	etcdPort int
+	quick    bool
+	// loadStart is /proc/loadavg when the run began.
+	loadStart string
+	warnings  []string
+}
+
+func (b *bench) warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.warnings = append(b.warnings, msg)
+	fmt.Fprintln(os.Stderr, "crdbench: "+msg)
+}
+
+func main() {
+	if len(os.Args) < 2 || (os.Args[1] != "run" && os.Args[1] != "scale") {
+		fmt.Fprintln(os.Stderr, "usage: crdbench run|scale [flags] (see bench/crdbench/main.go)")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet("crdbench "+os.Args[1], flag.ExitOnError)
+	var b bench
+	var doc string
+	fs.StringVar(&b.bin, "bin", "bin", "directory of the product binaries")
+	fs.StringVar(&b.benchBin, "bench-bin", ".tools/bench", "directory of floor and stamp")
+	fs.StringVar(&b.etcdBin, "etcd", ".tools/bin/etcd", "etcd server binary")
+	fs.StringVar(&b.etcdctl, "etcdctl", ".tools/bin/etcdctl", "etcdctl binary")
+	fs.StringVar(&doc, "doc", "", "write the Markdown report here (SVGs next to it)")
+	fs.BoolVar(&b.quick, "quick", false, "smoke run: each measurement once, tiny")
+	_ = fs.Parse(os.Args[2:])
+	var err error
+	for _, p := range []*string{&b.bin, &b.benchBin, &b.etcdBin, &b.etcdctl} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			fatal(err)
+		}
+	}
+	b.work, err = os.MkdirTemp("", "crdbench-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(b.work)
+	b.etcd, err = etcdtest.Start(etcdtest.Options{Binary: b.etcdBin, Dir: filepath.Join(b.work, "etcd")})
+	if err != nil {
+		fatal(fmt.Errorf("starting etcd %s: %w", b.etcdBin, err))
+	}
+	defer b.etcd.Stop()
+	u, err := url.Parse(b.etcd.Endpoint)
+	if err == nil {
+		b.etcdPort, err = strconv.Atoi(u.Port())
+	}
+	if err != nil {
+		b.etcd.Stop()
+		fatal(err)
+	}
+	ctx := context.Background()
+	if os.Args[1] == "scale" {
+		err = b.scale(ctx, doc)
+	} else {
+		err = b.run(ctx, doc)
+	}
+	if err != nil {
+		b.etcd.Stop()
+		fatal(fmt.Errorf("%w (files kept in %s)", err, b.work))
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "crdbench:", err)
+	os.Exit(1)
+}
+
+// cleanEnv is the environment without systemd's notification variables.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "NOTIFY_SOCKET=") || strings.HasPrefix(kv, "WATCHDOG_") || strings.HasPrefix(kv, "CRD_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// plan is the size of a run.
+type plan struct {
+	idle       idlePlan
+	handovers  int
+	toolRuns   int
+	queueNodes int
+	queueRuns  int
+}
+
+func fullPlan() plan {
+	return plan{
+		idle: idlePlan{rssMark: 60 * time.Second, cpuStart: 10 * time.Second, cpuWindow: 120 * time.Second,
+			counts: map[string]int{kindDaemon: 5, kindFloor: 5, kindNoTrim: 3, kindMetrics: 3, kindTextfile: 3, kindSlowPub: 3}},
+		handovers: 15, toolRuns: 20, queueNodes: 1000, queueRuns: 3,
+	}
+}
+
+func quickPlan() plan {
+	return plan{
+		idle: idlePlan{rssMark: 2 * time.Second, cpuStart: time.Second, cpuWindow: 3 * time.Second,
+			counts: map[string]int{kindDaemon: 1, kindFloor: 1, kindNoTrim: 1, kindMetrics: 1, kindTextfile: 1, kindSlowPub: 1}},
+		handovers: 1, toolRuns: 1, queueNodes: 20, queueRuns: 1,
+	}
+}
+
+// run measures everything of docs/performance.md. The idle processes run
+// in the background from the start; the active measurements run one after
+// another meanwhile (they do not change an idle process's own RSS, CPU time
+// or wakeups).
+func (b *bench) run(ctx context.Context, doc string) error {
+	p := fullPlan()
+	if b.quick {
+		p = quickPlan()
+	}
+	started := time.Now()
+	b.loadStart = loadAvg()
+	procs, err := b.startIdle(p.idle)
+	defer stopIdle(procs)
+	if err != nil {
+		return err
+	}
+	sampled := make(chan struct{})
+	go func() { b.sampleIdle(procs, p.idle, started); close(sampled) }()
+
+	c, err := b.etcd.Client(nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var handovers []float64
+	for i := range p.handovers {
+		d, err := b.handoverTrial(ctx, c, i)
+		if err != nil {
+			return err
+		}
+		handovers = append(handovers, ms(d))
+		fmt.Fprintf(os.Stderr, "crdbench: handover %d: %.1f ms\n", i, ms(d))
+	}
+	tools, err := b.toolRows(p.toolRuns)
+	if err != nil {
+		return err
+	}
+	var queues []queueResult
+	for range p.queueRuns {
+		q, err := b.queueRun(ctx, p.queueNodes)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "crdbench: %d nodes through one lock: %.0f handovers/s, fifo %v, overlaps %d\n", q.nodes, q.perSecond, q.fifo, q.overlap)
+		queues = append(queues, q)
+	}
+	<-sampled
+	stopIdle(procs)
+	procs2 := procs
+	procs = nil
+
+	clk := clkTck()
+	rows := idleRows(procs2, p.idle, clk)
+	var lockHandovers, perSec, peaks, before, overlaps []float64
+	fifo := 0
+	for _, q := range queues {
+		lockHandovers = append(lockHandovers, q.handoversMS...)
+		perSec = append(perSec, q.perSecond)
+		peaks = append(peaks, q.etcdPeak)
+		before = append(before, q.etcdBefore)
+		overlaps = append(overlaps, float64(q.overlap))
+		if q.fifo {
+			fifo++
+		}
+	}
+	qn := fmt.Sprintf("%d nodes", p.queueNodes)
+	active := []row{
+		{Key: "handover", Figure: "handover: slot released → next node's reboot_command (real daemons)", Unit: "ms", Samples: handovers,
+			Target: "≤ 100", Pass: func(m float64) bool { return m <= 100 }, Peer: "lib/lock release → next holder", PeerSamples: lockHandovers},
+	}
+	active = append(active, tools...)
+	active = append(active,
+		row{Key: "queue_rate", Figure: qn + " queued on one lock, passing through", Unit: "handovers/s", Samples: perSec,
+			Target: "≥ 300", Pass: func(m float64) bool { return m >= 300 }},
+		row{Key: "queue_overlap", Figure: "  holders overlapping (FIFO kept in " + strconv.Itoa(fifo) + " of " + strconv.Itoa(len(queues)) + " runs)", Unit: "count", Samples: overlaps,
+			Target: "0, FIFO", Pass: func(m float64) bool { return m == 0 && fifo == len(queues) }},
+		row{Key: "queue_etcd_rss", Figure: "  etcd VmRSS, peak during the run", Unit: "MiB", Samples: peaks, Peer: "etcd before the run", PeerSamples: before},
+	)
+	// Order: idle figures, active figures, then the metrics variants.
+	all := append(append(rows[:9:9], active...), rows[9:]...)
+	fmt.Print(textTable(all))
+	for _, w := range b.warnings {
+		fmt.Println("warning:", w)
+	}
+	if b.quick {
+		var bad []string
+		for _, r := range all {
+			if len(r.Samples) == 0 || math.IsNaN(median(r.Samples)) || (r.Peer != "" && len(r.PeerSamples) == 0) {
+				bad = append(bad, r.Figure)
+			}
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("smoke: no numbers for: %s", strings.Join(bad, "; "))
+		}
+		fmt.Printf("bench-smoke: all %d figures produced numbers (%s)\n", len(all), time.Since(started).Round(time.Second))
+	}
+	if doc == "" {
+		return nil
+	}
+	return b.writePerformance(doc, all, procs2, handovers, lockHandovers, p, time.Since(started))
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// clkTck is the kernel's clock tick rate (USER_HZ) for /proc/PID/stat.
+func clkTck() float64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err == nil {
+		if v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64); err == nil && v > 0 {
+			return v
+		}
+	}
+	return 100
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// timeRun runs argv once and returns the time from start to exit. okCodes
+// are the exit codes that count as a normal run.
+func timeRun(env []string, okCodes []int, argv ...string) (time.Duration, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	t0 := time.Now()
+	err := cmd.Run()
+	d := time.Since(t0)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		return 0, err
+	}
+	for _, c := range okCodes {
+		if c == code {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("%v exited %d", argv, code)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// toolRows times crd-lock hold against etcdctl lock (alternating, so both
+// see the same machine), then crd-detect and crd-window against /bin/true.
+func (b *bench) toolRows(runs int) ([]row, error) {
+	dir := filepath.Join(b.work, "tools")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`node_name: bench
+reboot_required_detectors: [{type: file, path: %s/reboot-required}]
+etcd_endpoints: [%s]
+lock_key: /bench/tools/lock
+kill_switch_file: %s/disable
+`, dir, b.etcd.Endpoint, dir)), 0o644); err != nil {
+		return nil, err
+	}
+	env := append(cleanEnv(), "CRD_CONFIG="+cfg)
+	var hold, ctl, detect, window, truth []float64
+	for range runs {
+		d, err := timeRun(env, []int{0}, filepath.Join(b.bin, "crd-lock"), "hold", "--config", cfg, "--", "true")
+		if err != nil {
+			return nil, err
+		}
+		hold = append(hold, ms(d))
+		d, err = timeRun(env, []int{0}, b.etcdctl, "--endpoints="+b.etcd.Endpoint, "lock", "/bench/tools/etcdctl-lock", "--", "true")
+		if err != nil {
+			return nil, err
+		}
+		ctl = append(ctl, ms(d))
+		d, err = timeRun(env, []int{0, 1}, filepath.Join(b.bin, "crd-detect"), "--config", cfg)
+		if err != nil {
+			return nil, err
+		}
+		detect = append(detect, ms(d))
+		d, err = timeRun(env, []int{0, 5}, filepath.Join(b.bin, "crd-window"), "--config", cfg)
+		if err != nil {
+			return nil, err
+		}
+		window = append(window, ms(d))
+		d, err = timeRun(env, []int{0}, "/bin/true")
+		if err != nil {
+			return nil, err
+		}
+		truth = append(truth, ms(d))
+	}
+	ctlMedian := median(ctl)
+	atMost := func(limit float64) func(float64) bool { return func(m float64) bool { return m <= limit } }
+	return []row{
+		{Key: "crdlock_hold", Figure: "`crd-lock hold -- true`, start to exit", Unit: "ms", Samples: hold,
+			Target: "≤ etcdctl lock", Pass: atMost(ctlMedian), Peer: "`etcdctl lock L -- true`", PeerSamples: ctl},
+		{Key: "crd_detect", Figure: "`crd-detect`, start to exit", Unit: "ms", Samples: detect,
+			Target: "≤ 10", Pass: atMost(10), Peer: "/bin/true", PeerSamples: truth},
+		{Key: "crd_window", Figure: "`crd-window`, start to exit", Unit: "ms", Samples: window,
+			Target: "≤ 10", Pass: atMost(10), Peer: "/bin/true", PeerSamples: truth},
+	}, nil
+}
+
+func execOutput(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).Output()
+	return string(out), err
+}

@@ -1,0 +1,37 @@
+# Footprint and speed, measured against a real etcd (docs/performance.md,
+# docs/scaling.md). Every figure in those documents comes from these runs.
+#
+#   make bench         the table of the performance targets (about 6 minutes):
+#                      prints it and writes docs/performance.md and its SVGs
+#   make bench-scale   simulated fleets of 100 and 1,000 nodes (about 2 minutes):
+#                      writes docs/scaling.md
+#   make bench-smoke   each measurement once, tiny: checks only that it produces
+#                      numbers (part of make test; writes nothing under docs/)
+#
+# etcd runs on random loopback ports in a temporary directory and is stopped
+# afterwards, as is every process the benchmark starts.
+
+BENCH_BIN  := $(TOOLS)/bench
+CRDBENCH   := $(BENCH_BIN)/crdbench
+BENCH_ARGS  = -bin $(BIN) -bench-bin $(BENCH_BIN) -etcd $(ETCD_BIN) -etcdctl $(ETCDCTL_BIN)
+
+TEST_TARGETS += bench-smoke
+
+.PHONY: bench bench-scale bench-smoke bench-tools
+
+# floor and stamp are built like the product; crdbench is a test harness.
+bench-tools:
+	@mkdir -p $(BENCH_BIN)
+	$(GOBUILD) -o $(BENCH_BIN)/floor ./bench/floor
+	$(GOBUILD) -o $(BENCH_BIN)/stamp ./bench/stamp
+	CGO_ENABLED=0 $(GO) build -o $(CRDBENCH) ./bench/crdbench
+
+bench: build etcd bench-tools
+	$(CRDBENCH) run $(BENCH_ARGS) -doc $(ROOT)/docs/performance.md
+
+bench-scale: etcd bench-tools
+	$(CRDBENCH) scale $(BENCH_ARGS) -doc $(ROOT)/docs/scaling.md
+
+bench-smoke: build etcd bench-tools
+	$(CRDBENCH) run -quick $(BENCH_ARGS)
+	$(CRDBENCH) scale -quick $(BENCH_ARGS)
