@@ -58,6 +58,9 @@ type Daemon struct {
 	// returns the executable's clean read-only pages (lib/memtrim).
 	MemTrim func()
 
+	// cycleDone tells the publisher a cycle just ended (buffered, one).
+	cycleDone chan struct{}
+
 	mu     sync.Mutex
 	cycles int
 	// writeMu orders metric file writes: a snapshot is renamed into place
@@ -74,6 +77,7 @@ func (d *Daemon) Cycles() int {
 
 // Run runs until ctx ends. A clean stop returns nil.
 func (d *Daemon) Run(ctx context.Context) error {
+	d.cycleDone = make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var g Group
@@ -123,6 +127,10 @@ func (d *Daemon) loop(ctx context.Context) {
 		d.mu.Unlock()
 		d.writeMetrics()
 		d.notify(func(n Notifier) error { return n.Status(d.Driver.Status().String()) })
+		select {
+		case d.cycleDone <- struct{}{}:
+		default:
+		}
 		d.memTrim()
 		if ctx.Err() != nil {
 			return
@@ -175,21 +183,32 @@ func Backoff(cfg config.Config, attempt int, r float64) time.Duration {
 }
 
 func (d *Daemon) publisher(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
+		every := time.Duration(d.Driver.Config().HealthPublishIntervalSec) * time.Second
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-d.cycleDone:
+			// Publish in the same burst of activity as the cycle when at
+			// least half an interval has passed: every separate burst costs
+			// the idle process dozens of runtime wake-ups
+			// (docs/performance.md). The record stays fresh on its own timer
+			// while a cycle waits for the lock.
+			if last := d.Driver.View().ReadAt; !last.IsZero() && time.Since(last) < every/2 {
+				continue
+			}
+			t.Stop()
+		}
 		if err := d.Driver.Publish(ctx); err != nil && ctx.Err() == nil {
 			d.Log.Warn("cannot publish the health record; the node drops out of the cluster view when its lease expires",
 				"event", "publish_failed", "error", err)
 		}
 		d.writeMetrics()
 		d.memTrim()
-		every := time.Duration(d.Driver.Config().HealthPublishIntervalSec) * time.Second
-		t := time.NewTimer(Jitter(every, d.rand()))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+		t.Reset(Jitter(every, d.rand()))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -297,4 +298,50 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The publisher publishes right after a cycle when at least half an interval
+// has passed since the last view, so an idle node has one burst of activity
+// per cycle instead of two; with a fresh view it waits for its own timer.
+func TestPublishFollowsCycle(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		readAt   time.Time
+		atLeast  int
+		atMost   int
+		interval int
+	}{
+		{"stale view: publish after every cycle", time.Now().Add(-time.Hour), 4, 1000, 3600},
+		{"fresh view: no publish until the timer", time.Now().Add(time.Hour), 1, 2, 3600},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.detect.required = false
+			cfg := testConfig(w)
+			cfg.CheckIntervalSec = 1
+			cfg.HealthPublishIntervalSec = tt.interval
+			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[],"read_at":"` + tt.readAt.UTC().Format(time.RFC3339) + `"}}`}
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			waitFor(t, func() bool { return d.Cycles() >= 4 })
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			w.child.mu.Lock()
+			for _, c := range w.child.calls {
+				if c == StepPublish {
+					n++
+				}
+			}
+			w.child.mu.Unlock()
+			if n < tt.atLeast || n > tt.atMost {
+				t.Errorf("%d publications after %d cycles, want %d..%d", n, d.Cycles(), tt.atLeast, tt.atMost)
+			}
+		})
+	}
 }

@@ -152,7 +152,7 @@ func Default() Config {
 	return Config{
 		Detectors:                []Detector{{Type: "auto"}},
 		HealthTimeoutSec:         30,
-		HealthPublishIntervalSec: 30,
+		HealthPublishIntervalSec: 60,
 		CheckIntervalSec:         60,
 		BackoffMinSec:            5,
 		BackoffMaxSec:            60,
