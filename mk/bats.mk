@@ -14,8 +14,9 @@ BATS_PKG     := $(ROOT)/tools/bats
 BATS_PREFIX  := $(TOOLS)/npm
 BATS         := $(BATS_PREFIX)/node_modules/bats/bin/bats
 BATS_STAMP   := $(BATS_PREFIX)/node_modules/.clusterrebootd-installed
-# bats/package_*.bats need built packages: make package-test runs them.
-BATS_FILES   ?= $(filter-out $(ROOT)/bats/package_%,$(wildcard $(ROOT)/bats/*.bats))
+# bats/package_*.bats need built packages (make package-test); bats/e2e_*.bats
+# are the multi-node suite (make e2e).
+BATS_FILES   ?= $(filter-out $(ROOT)/bats/package_% $(ROOT)/bats/e2e_%,$(wildcard $(ROOT)/bats/*.bats))
 # BATS_TEST_TIMEOUT=SECONDS (unset by default) limits each test; bats then needs
 # ps(1) and prints "kill: No such process" noise for each test.
 

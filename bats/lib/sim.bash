@@ -8,6 +8,7 @@
 # daemon a moment later, "boots" (a new boot id, the marker removed), records
 # "NODE up T" and starts the daemon again. See scripts/sim-reboot for the details.
 #
+#   sim_e2e_setup, sim_e2e_teardown   setup()/teardown() of an e2e suite
 #   sim_init                   create $SIM_DIR (default $TEST_DIR/sim) and $SIM_LEDGER;
 #                              needs $ETCD_ENDPOINTS
 #   sim_node_add NAME [YAML]   create a node (config below); YAML, if given, becomes
@@ -27,6 +28,8 @@
 #   sim_wait_event NAME EVENT SEC [N]   wait until NAME's log has N (default 1)
 #                              lines with "event":"EVENT"
 #   sim_count_event NAME EVENT how many such lines
+#   sim_wait_completed SEC NAME...  wait until each NAME logged reboot_completed
+#   sim_diag                   print the ledger and each log's end (failed tests)
 #   sim_check_ledger ARGS...   scripts/e2e-ledger-check ARGS... $SIM_LEDGER
 #   sim_status NAME            `clusterrebootd status` JSON, as NAME sees it
 #   sim_reboot_required NAME   NAME's published reboot_required (true/false)
@@ -46,9 +49,29 @@ sim_init() {
 	SIM_LEDGER="$SIM_DIR/ledger"
 	SIM_BIN_DIR=${SIM_BIN_DIR:-${CLUSTERREBOOTD_BIN_DIR:-$_sim_repo_root/bin}}
 	SIM_NODES=()
+	# A namespace of its own, so that runs sharing an etcd never meet.
+	SIM_LOCK_KEY=${SIM_LOCK_KEY:-/e2e-$$-$RANDOM/clusterrebootd/lock}
 	mkdir -p "$SIM_DIR/nodes"
 	: >"$SIM_LEDGER"
-	export SIM_DIR SIM_LEDGER
+	export SIM_DIR SIM_LEDGER SIM_LOCK_KEY
+}
+
+# sim_e2e_setup [single]: for an e2e suite's setup(): common_setup, a 3-member
+# etcd cluster (one member with "single"), sim_init.
+sim_e2e_setup() {
+	common_setup
+	# Read by bats/lib/etcd.bash.
+	export ETCD_TEST_DIR="$TEST_DIR/etcd"
+	if [[ "${1:-}" == single ]]; then etcd_start; else etcd_cluster_start; fi
+	sim_init
+}
+
+# sim_e2e_teardown: for teardown(): the diagnostics of a failed test, then every
+# node and etcd stopped.
+sim_e2e_teardown() {
+	[[ -z "${BATS_TEST_COMPLETED:-}" ]] && sim_diag
+	sim_stop_all
+	etcd_stop_all
 }
 
 sim_node_dir() { echo "$SIM_DIR/nodes/$1"; }
@@ -97,7 +120,7 @@ sim_node_add() {
 		check_interval_sec: 1
 		backoff_min_sec: 1
 		backoff_max_sec: 2
-		lock_key: "/e2e/clusterrebootd/lock"
+		lock_key: "$SIM_LOCK_KEY"
 		lock_ttl_sec: ${SIM_LOCK_TTL:-5}
 		max_holders: 1
 		etcd_endpoints: $(_sim_yaml_list "$ETCD_ENDPOINTS")
@@ -161,9 +184,14 @@ sim_pre_lock() { _sim_hook "$1" pre-lock "$2"; }
 sim_stop_all() {
 	local d
 	[[ -n "${SIM_DIR:-}" && -d "$SIM_DIR/nodes" ]] || return 0
+	# All at once: each daemon takes a moment to stop its child and exit.
+	local pids=()
 	for d in "$SIM_DIR"/nodes/*/; do
-		[[ -f "$d/sim.env" ]] && "$SIM_REBOOT" --halt "${d%/}"
+		[[ -f "$d/sim.env" ]] || continue
+		"$SIM_REBOOT" --halt "${d%/}" 3>&- &
+		pids+=($!)
 	done
+	for d in "${pids[@]}"; do wait "$d" || true; done
 	return 0
 }
 
@@ -191,6 +219,26 @@ sim_count_event() {
 }
 _sim_event_ge() { (($(sim_count_event "$1" "$2") >= $3)); }
 sim_wait_event() { _sim_wait "$3" _sim_event_ge "$1" "$2" "${4:-1}"; }
+
+# sim_wait_completed SEC NAME...: wait until each NAME completed a coordinated
+# reboot (event reboot_completed: back, checked, slot freed).
+sim_wait_completed() {
+	local sec=$1 n
+	shift
+	for n in "$@"; do sim_wait_event "$n" reboot_completed "$sec" || return 1; done
+}
+
+# sim_diag: the ledger and the end of every node's log (for a failed test).
+sim_diag() {
+	local d
+	[[ -n "${SIM_DIR:-}" && -d "$SIM_DIR/nodes" ]] || return 0
+	echo "--- ledger $SIM_LEDGER"
+	cat "$SIM_LEDGER"
+	for d in "$SIM_DIR"/nodes/*/; do
+		echo "--- $(basename "$d"): last lines of ${d}daemon.log"
+		tail -n 15 "${d}daemon.log" 2>/dev/null | cut -c1-400
+	done
+}
 
 sim_check_ledger() { "$SIM_LEDGER_CHECK" "$@" "$SIM_LEDGER"; }
 
