@@ -42,6 +42,9 @@ type ExecChild struct {
 	Env []string
 	// Grace is the time between SIGTERM and SIGKILL when ctx ends (0: DefaultStopGrace).
 	Grace time.Duration
+	// Root, when set, is passed as --root: the child must read the same
+	// boot id and detector files as the daemon (tests, containers).
+	Root string
 }
 
 // Run implements Child. When ctx ends the child gets SIGTERM (it releases
@@ -51,7 +54,11 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	if err != nil {
 		return exitcode.Internal, err
 	}
-	cmd := exec.Command(c.Path, append([]string{ChildCommand, step}, args...)...)
+	argv := []string{ChildCommand, step}
+	if c.Root != "" && step != StepServeMetrics {
+		argv = append(argv, "--root", c.Root)
+	}
+	cmd := exec.Command(c.Path, append(argv, args...)...)
 	cmd.Env = c.Env
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout limitedBuffer

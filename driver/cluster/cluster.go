@@ -113,6 +113,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := flag.NewFlagSet("crd-lock step "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	logLevel := fs.String("log-level", "info", "log `level` on stderr: debug, info, warn or error")
+	root := fs.String("root", w.root, "file system `root` for the boot id and detector files, as the daemon's --root (tests, containers)")
 
 	var (
 		publishArgs driver.PublishArgs
@@ -162,6 +163,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if fs.NArg() > 0 {
 		return emit(stdout, res, hdr, exitcode.Errorf(exitcode.Config, "%s: unexpected argument %q", fs.Name(), fs.Arg(0)))
 	}
+	w.root = *root
 	log, err := logging.New(stderr, Tool, *logLevel, "json")
 	if err != nil {
 		return emit(stdout, res, hdr, err)

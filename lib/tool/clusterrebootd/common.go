@@ -113,7 +113,7 @@ func (b *base) child(stderr io.Writer) (driver.Child, error) {
 	if err != nil {
 		return nil, err
 	}
-	return driver.ExecChild{Path: p, Stderr: stderr}, nil
+	return driver.ExecChild{Path: p, Stderr: stderr, Root: b.root}, nil
 }
 
 // errorResult is the JSON printed when a command fails before it has a
