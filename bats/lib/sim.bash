@@ -249,3 +249,85 @@ sim_status() {
 sim_reboot_required() {
 	sim_status "$1" | jq -r --arg n "$1" '.view.nodes[] | select(.node == $n) | .reboot_required'
 }
+
+# --- Faults (bats/e2e_chaos.bats) -------------------------------------------
+#
+#   sim_state_tmpfs NAME [SIZE]  NAME's state_dir becomes a tmpfs of SIZE (64k),
+#                              mounted and filled to the last byte inside the
+#                              daemon's own mount namespace at every boot: the
+#                              disk is full when the reboot is due
+#   sim_etcd_proxy NAME        NAME reaches each etcd member only through a TCP
+#                              forwarder of its own (socat on 127.0.0.1)
+#   sim_partition NAME         freeze NAME's forwarders (SIGSTOP): nothing flows
+#                              between NAME and etcd in either direction
+#   sim_heal NAME              let them run again (SIGCONT)
+#   sim_proxy_stop_all         end every forwarder (teardown)
+
+# sim_state_tmpfs NAME [SIZE]: the daemon of NAME starts through a wrapper that
+# mounts a tmpfs of SIZE over its state_dir and fills it. The mount lives in the
+# namespace of `unshare -m` (scripts/sim-reboot), so it goes away with the node
+# and nothing outside sees it; /proc/PID/root shows it from outside.
+sim_state_tmpfs() {
+	local d size=${2:-64k}
+	d="$(sim_node_dir "$1")"
+	cat >"$d/daemon-wrap" <<-EOF
+		#!/bin/sh
+		# Simulated node $1: a full disk under state_dir, then the daemon.
+		mount -t tmpfs -o size=$size,mode=0750 crd-e2e-full "$d/state" || exit 97
+		dd if=/dev/zero of="$d/state/filler" bs=1k 2>/dev/null
+		exec "$SIM_BIN_DIR/clusterrebootd" "\$@"
+	EOF
+	chmod 755 "$d/daemon-wrap"
+	sed -i "s|^SIM_DAEMON=.*|SIM_DAEMON=$d/daemon-wrap|" "$d/sim.env"
+}
+
+# sim_etcd_proxy NAME: one forwarder per member of $ETCD_ENDPOINTS on a free
+# loopback port, each in a session of its own (its id in NODE_DIR/proxy.sids);
+# NAME's etcd_endpoints point at the forwarders. Needs socat.
+sim_etcd_proxy() {
+	local d ep hostport urls=() sid
+	d="$(sim_node_dir "$1")"
+	command -v socat >/dev/null || {
+		echo "sim_etcd_proxy: socat is missing (scripts/need-apt socat)" >&2
+		return 1
+	}
+	: >"$d/proxy.sids"
+	for ep in ${ETCD_ENDPOINTS//,/ }; do
+		hostport=${ep#http://}
+		etcd_free_port || return 1
+		rm -f "$d/proxy.sid"
+		# shellcheck disable=SC2016
+		setsid -f bash -c 'echo $$ >"$1"; shift; exec "$@"' sim-proxy "$d/proxy.sid" \
+			socat "TCP-LISTEN:$ETCD_FREE_PORT,bind=127.0.0.1,reuseaddr,fork" "TCP:$hostport" \
+			</dev/null >>"$d/proxy.log" 2>&1 3>&-
+		_sim_wait 5 test -s "$d/proxy.sid" || return 1
+		sid=$(cat "$d/proxy.sid")
+		echo "$sid" >>"$d/proxy.sids"
+		_sim_wait 5 _etcd_port_in_use "$ETCD_FREE_PORT" || return 1
+		urls+=("http://127.0.0.1:$ETCD_FREE_PORT")
+	done
+	sed -i "s|^etcd_endpoints: .*|etcd_endpoints: $(_sim_yaml_list "$(IFS=,; echo "${urls[*]}")")|" "$d/config.yaml"
+}
+
+# _sim_proxy_signal NAME SIG: SIG to every process of NAME's forwarders.
+_sim_proxy_signal() {
+	local d sid
+	d="$(sim_node_dir "$1")"
+	[[ -f "$d/proxy.sids" ]] || return 0
+	while read -r sid; do
+		[[ "$sid" =~ ^[0-9]+$ ]] && pkill "-$2" -s "$sid" 2>/dev/null
+	done <"$d/proxy.sids"
+	return 0
+}
+sim_partition() { _sim_proxy_signal "$1" STOP; }
+sim_heal() { _sim_proxy_signal "$1" CONT; }
+
+sim_proxy_stop_all() {
+	local d
+	[[ -n "${SIM_DIR:-}" && -d "$SIM_DIR/nodes" ]] || return 0
+	for d in "$SIM_DIR"/nodes/*/; do
+		[[ -f "$d/proxy.sids" ]] || continue
+		_sim_proxy_signal "$(basename "$d")" KILL
+		rm -f "$d/proxy.sids"
+	done
+}

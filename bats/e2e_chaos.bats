@@ -1,0 +1,172 @@
+#!/usr/bin/env bats
+# Faults of the machine and the network (PRD 11.4), with real daemons against a real
+# 3-member etcd cluster (bats/lib/sim.bash, docs/e2e.md "Faults"):
+#
+#   disk full      a node's state_dir is full when its reboot is due: it refuses to
+#                  reboot (no marker, reason reboot_failed), says so, keeps running
+#                  and frees the slot and the lock; the others reboot
+#   member loss    1 of 3 etcd members stops mid-rollout: the rollout completes, serially
+#   quorum loss    2 of 3 stop mid-rollout: nobody else goes down; members back, the
+#                  rollout completes, nothing stuck
+#   partition      the lock holder loses etcd while it holds the lock: its lease runs
+#                  out, it stops acting under the lock, the next node takes the lock only
+#                  after that, and nobody reboots on top of anyone
+
+load lib/common
+load lib/etcd
+load lib/sim
+
+setup() { sim_e2e_setup; }
+teardown() {
+	# Frozen forwarders first: a stopped process keeps its node's teardown waiting.
+	sim_proxy_stop_all
+	sim_e2e_teardown
+}
+
+# now: Unix time with fractions.
+now() { date +%s.%N; }
+
+# log_time NAME EVENT: the Unix time of NAME's last log line with EVENT.
+log_time() {
+	local t
+	t=$(grep "\"event\":\"$2\"" "$(sim_log "$1")" | tail -n 1 | jq -r .ts) || return 1
+	date -d "$t" +%s.%N
+}
+
+# secs A B: B - A, two decimals.
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# all_done NAME...: every NAME completed exactly one reboot and publishes
+# reboot_required false; the ledger has no overlap.
+all_done() {
+	local n
+	run -0 sim_check_ledger --expect "$#"
+	assert_output --partial "never more than 1 down at once: OK"
+	for n in "$@"; do
+		assert_equal "$(sim_count_event "$n" reboot_completed)" 1
+		assert_equal "$(sim_reboot_required "$n")" false
+	done
+	echo "# $(grep '^rollout:' <<<"$output")" >&3
+}
+
+@test "chaos disk full: the node cannot write its marker, refuses to reboot, keeps running, frees slot and lock" {
+	local d pid
+	sim_nodes_add 3
+	sim_state_tmpfs n1 64k
+	d="$(sim_node_dir n1)"
+	sim_need_reboot n1 n2 n3
+	# n1 alone first: it gets the lock and the slot, then fails on the marker.
+	sim_start n1
+	_refused() { grep -q 'cannot write reboot marker' "$(sim_log n1)"; }
+	_sim_wait 30 _refused
+	pid=$(cat "$d/daemon.pid")
+	# The state_dir the daemon sees is the tmpfs, full to the last block.
+	run -0 stat -f -c '%T %a' "/proc/$pid/root$d/state"
+	assert_output "tmpfs 0"
+	# It said why, with the exit code's name, and gave back what it had taken.
+	run -0 grep -F '"reason":"reboot_failed"' "$(sim_log n1)"
+	run -0 grep -F 'no space left on device' "$(sim_log n1)"
+	sim_wait_event n1 slot_freed 5
+	sim_wait_event n1 lock_released 5
+	assert_equal "$(sim_downs)" 0
+	[[ ! -e "/proc/$pid/root$d/state/reboot-marker.json" ]] || fail "n1 wrote a marker on a full disk"
+
+	# The others go through while n1 keeps retrying: a slot or seat n1 kept would
+	# hold them until reboot_slot_ttl_sec (60 s) ran out.
+	sim_start n2 n3
+	sim_wait_completed 45 n2 n3
+	run -0 sim_check_ledger --expect 2
+	assert_output --partial "never more than 1 down at once: OK"
+	refute grep -q '^n1 ' "$SIM_LEDGER"
+
+	# n1 is still the same running daemon, still asking for its reboot.
+	kill -0 "$pid" || fail "n1's daemon exited"
+	assert_equal "$(cat "$d/daemon.pid")" "$pid"
+	(($(grep -c 'cannot write reboot marker' "$(sim_log n1)") >= 1))
+	assert_equal "$(sim_reboot_required n1)" true
+}
+
+@test "chaos etcd member loss: 1 of 3 members stops mid-rollout, the rollout completes serially" {
+	sim_nodes_add 3
+	sim_need_reboot n1 n2 n3
+	sim_start n1 n2 n3
+	sim_wait_downs 1 30
+	# Member 1 is every node's first endpoint (and maybe the leader).
+	etcd_member_stop 1
+	sim_wait_completed 60 n1 n2 n3
+	all_done n1 n2 n3
+}
+
+@test "chaos etcd quorum loss: 2 of 3 members die mid-rollout, nobody else goes down; back, the rollout completes" {
+	local ttl=5 i
+	SIM_LOCK_TTL=$ttl sim_nodes_add 3
+	sim_need_reboot n1 n2 n3
+	sim_start n1 n2 n3
+	sim_wait_downs 1 30
+	etcd_member_kill 2
+	etcd_member_kill 3
+	# Longer than a lock lease and the first node's boot: whatever could go wrong
+	# without a quorum had the time to.
+	for ((i = 0; i < 3 * ttl; i++)); do
+		assert_equal "$(sim_downs)" 1
+		sleep 1
+	done
+	assert_equal "$(sim_ups)" 1
+	etcd_member_start 2
+	etcd_member_start 3
+	sim_wait_completed 60 n1 n2 n3
+	all_done n1 n2 n3
+}
+
+@test "chaos partition: the lock holder loses etcd under the lock; its lease runs out, it stops, the next goes only after" {
+	local ttl=6 t_part t_acq waited
+	# n2 reboots first and stays down 14 s; n1 holds the lock meanwhile, waiting
+	# under it for n2's slot; n3 queues behind n1. n1 reaches etcd only through
+	# forwarders of its own, which are then frozen.
+	command -v socat >/dev/null || "$REPO_ROOT/scripts/need-apt" socat
+	SIM_LOCK_TTL=$ttl sim_node_add n1
+	SIM_LOCK_TTL=$ttl SIM_BOOT_SEC=14 sim_node_add n2
+	SIM_LOCK_TTL=$ttl sim_node_add n3
+	sim_etcd_proxy n1
+	sim_need_reboot n1 n2 n3
+	sim_start n2
+	sim_wait_downs 1 30
+	sim_start n1
+	sim_wait_event n1 slot_waiting 20
+	sim_start n3
+	sim_wait_event n3 lock_waiting 20
+	assert_equal "$(sim_count_event n3 lock_acquired)" 0
+
+	sim_partition n1
+	t_part=$(now)
+	# n3 gets the lock once n1's lease has expired on the server: between 2/3 TTL
+	# (keepalives every TTL/3) and TTL after the partition.
+	sim_wait_event n3 lock_acquired $((ttl + 15))
+	t_acq=$(log_time n3 lock_acquired)
+	waited=$(secs "$t_part" "$t_acq")
+	echo "# n3 took the lock ${waited} s after n1 was cut off (lock_ttl_sec $ttl)" >&3
+	awk -v w="$waited" -v ttl="$ttl" 'BEGIN { exit !(w >= ttl * 2 / 3 - 0.3) }' ||
+		fail "n3 took the lock ${waited} s after the partition, before n1's lease could have expired"
+	awk -v w="$waited" -v ttl="$ttl" 'BEGIN { exit !(w <= ttl + 8) }' ||
+		fail "n3 took the lock only ${waited} s after the partition: n1's expired lease was not noticed"
+	# n1 noticed on its own that its lease was gone and stopped acting under the
+	# lock (its crd-lock child gives up after 2/3 TTL without a keepalive answer),
+	# by the time n3 had the lock.
+	_lost() { grep '"component":"crd-lock"' "$(sim_log n1)" | grep -q '"detail":"lock lost"'; }
+	_sim_wait 15 _lost
+	local t_lost
+	t_lost=$(date -d "$(grep '"component":"crd-lock"' "$(sim_log n1)" | grep '"detail":"lock lost"' | head -n 1 | jq -r .ts)" +%s.%N)
+	echo "# n1 gave up the lock $(secs "$t_part" "$t_lost") s after the partition" >&3
+	awk -v l="$t_lost" -v a="$t_acq" 'BEGIN { exit !(l <= a + 0.5) }' ||
+		fail "n1 still acted under the lock $(secs "$t_acq" "$t_lost") s after n3 took it"
+
+	# n2 comes back and frees its slot; n3 reboots; n1, cut off, never does.
+	sim_wait_downs 2 40
+	run -0 awk '$2 == "down" { print $1 }' "$SIM_LEDGER"
+	assert_output $'n2\nn3'
+
+	# Healed, n1 catches up; nobody was ever down together.
+	sim_heal n1
+	sim_wait_completed 60 n1 n2 n3
+	all_done n1 n2 n3
+}
