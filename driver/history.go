@@ -78,7 +78,9 @@ func WriteHistory(stateDir string, h History) error {
 }
 
 // Add records a reboot unless one from the same boot is already there. It
-// drops earlier entries older than 7 days and keeps at most 100.
+// drops earlier entries older than 7 days, and beyond 100 entries the oldest
+// ones — but never one of the last 24 hours: those are what
+// max_reboots_per_day counts, whatever its value.
 func (h *History) Add(e HistoryEntry, now time.Time) bool {
 	for _, old := range h.Reboots {
 		if old.BootID == e.BootID && old.At.Equal(e.At) {
@@ -92,8 +94,8 @@ func (h *History) Add(e HistoryEntry, now time.Time) bool {
 		}
 	}
 	keep = append(keep, e)
-	if len(keep) > 100 {
-		keep = keep[len(keep)-100:]
+	for len(keep) > 100 && now.Sub(keep[0].At) >= 24*time.Hour {
+		keep = keep[1:]
 	}
 	h.Reboots = keep
 	return true

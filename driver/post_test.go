@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,5 +193,27 @@ func TestHistory(t *testing.T) {
 	}
 	if err := WriteFileAtomic(filepath.Join(HistoryPath(dir), "x"), nil, 0o644); err == nil {
 		t.Error("writing below a file worked")
+	}
+}
+
+// A max_reboots_per_day above the history's size must still be enforced: the
+// cap never drops an entry of the last 24 hours.
+func TestHistoryKeepsTheLastDay(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var h History
+	for i := 0; i < 30; i++ { // old entries, 2-6 days ago
+		h.Add(HistoryEntry{BootID: fmt.Sprintf("old-%d", i), At: now.Add(-48*time.Hour - time.Duration(i)*time.Hour)}, now)
+	}
+	for i := 150; i > 0; i-- { // 150 reboots in the last day, oldest first
+		h.Add(HistoryEntry{BootID: fmt.Sprintf("b-%d", i), At: now.Add(-time.Duration(i) * time.Minute)}, now)
+	}
+	if got := h.InLastDay(now); got != 150 {
+		t.Fatalf("InLastDay = %d, want 150: entries of the last day were dropped", got)
+	}
+	for i := 0; i < 10; i++ {
+		h.Add(HistoryEntry{BootID: fmt.Sprintf("c-%d", i), At: now.Add(-time.Duration(200+i) * time.Minute)}, now)
+	}
+	if len(h.Reboots) < 150 {
+		t.Errorf("history has %d entries", len(h.Reboots))
 	}
 }
