@@ -54,11 +54,25 @@ import (
 // Tool is the program's name in output.
 const Tool = "clusterrebootd"
 
+// commands is the overview printed by --help and `clusterrebootd help`.
+const commands = `usage: clusterrebootd [COMMAND] [flags]   (see COMMAND --help, man clusterrebootd)
+commands:
+  run              the daemon (the default command): a cycle every check_interval_sec
+  simulate         one full cycle against the real cluster, reboot nothing, show each step's decision
+  status           the cluster at a glance: lock holder and waiters, nodes, who is rebooting, pause
+  validate-config  check the configuration and list every problem
+  version          version, commit, Go version, build date
+  pause, resume    set or clear the cluster-wide kill switch (resume --local clears a reboot_loop block)
+flags of run:`
+
 // Run is the entry point of clusterrebootd.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	sub := "run"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		// Plain --help: name every command before run's own flags.
+		fmt.Fprintln(stderr, commands)
 	}
 	switch sub {
 	case "run":
@@ -76,7 +90,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "resume":
 		return pauseCmd(ctx, args, stdout, stderr, false)
 	case "help":
-		fmt.Fprintln(stdout, "usage: clusterrebootd [run|simulate|status|validate-config|version|pause|resume] [flags]; see man clusterrebootd")
+		fmt.Fprintln(stdout, commands)
 		return nil
 	}
 	err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, validate-config, version, pause or resume", sub)
