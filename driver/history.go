@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -112,35 +113,14 @@ func (h History) InLastDay(now time.Time) int {
 	return n
 }
 
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory (created when missing), fsync and rename, so that readers see
-// the old or the new content, whole.
+// WriteFileAtomic creates path's directory (0750) when missing and writes
+// data to path atomically and durably (lib/atomicfile).
 func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("driver: write %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("driver: write %s: %w", path, err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(mode)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		_ = os.Remove(name)
-		return fmt.Errorf("driver: write %s: %w", path, werr)
+	if err := atomicfile.WriteFile(path, data, mode); err != nil {
+		return fmt.Errorf("driver: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,16 +106,13 @@ func (s *session) publishLease(ctx context.Context) (id, old clientv3.LeaseID, e
 	return grant.ID, old, nil
 }
 
-// writeFileAtomic writes data to path through a temporary file and a rename.
+// writeFileAtomic creates path's directory if needed and writes data
+// atomically (lib/atomicfile).
 func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, data, 0o600)
 }
 
 // complete deletes this node's reboot slot (and its lease).

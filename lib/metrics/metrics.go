@@ -11,11 +11,11 @@ package metrics
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -214,31 +214,15 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	return cw.n, cw.err
 }
 
-// WriteFile writes the exposition to path atomically: a temporary file in
-// the same directory, fsync, rename. Scrapers never see a partial file.
+// WriteFile writes the exposition to path atomically (lib/atomicfile):
+// scrapers never see a partial file.
 func (r *Registry) WriteFile(path string) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("metrics: write %s: %w", path, err)
+	var b bytes.Buffer
+	if _, err := r.WriteTo(&b); err != nil {
+		return fmt.Errorf("metrics: render: %w", err)
 	}
-	name := tmp.Name()
-	_, werr := r.WriteTo(tmp)
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		_ = os.Remove(name)
-		return fmt.Errorf("metrics: write %s: %w", path, werr)
+	if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil
 }

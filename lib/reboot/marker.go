@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -60,35 +61,7 @@ func WriteMarker(stateDir string, m Marker) error {
 	if err := os.MkdirAll(stateDir, 0o750); err != nil {
 		return fail(err)
 	}
-	tmp, err := os.CreateTemp(stateDir, "."+MarkerFile+".*.tmp")
-	if err != nil {
-		return fail(err)
-	}
-	tmpName := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = tmp.Close()
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		return fail(err)
-	}
-	ok = true
-	if err := syncDir(stateDir); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fail(err)
 	}
 	return nil
