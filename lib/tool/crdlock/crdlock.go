@@ -121,6 +121,21 @@ type flags struct {
 	ttl        int
 }
 
+// parse parses args (and CRD_* variables) into fs and resolves --format into
+// *format, which keeps its JSON default when parsing fails: every subcommand
+// answers a usage error with one JSON object.
+func (f *flags) parse(fs *flag.FlagSet, args []string, stdout io.Writer, format *report.Format) error {
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	out, err := f.common.Output(stdout)
+	if err != nil {
+		return err
+	}
+	*format = out
+	return nil
+}
+
 func (f *flags) register(fs *flag.FlagSet) {
 	f.common.Register(fs)
 	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -84,15 +83,10 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	defer signal.Stop(sigc)
 
 	// "--" ends the flags; the rest is COMMAND.
-	if err := cli.Parse(fs, args); err != nil {
+	if err := f.parse(fs, args, stdout, &format); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return finish(err)
-	}
-	if fmtv, err := f.common.Output(stdout); err == nil {
-		format = fmtv
-	} else {
 		return finish(err)
 	}
 	argv := fs.Args()

@@ -8,7 +8,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -69,15 +68,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		_ = report.Write(stdout, format, res)
 		return err
 	}
-	if err := cli.Parse(fs, args); err != nil {
+	if err := f.parse(fs, args, stdout, &format); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return finish(err)
-	}
-	if fmtv, err := f.common.Output(stdout); err == nil {
-		format = fmtv
-	} else {
 		return finish(err)
 	}
 	if fs.NArg() > 0 {
@@ -147,15 +141,10 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		_ = report.Write(stdout, format, res)
 		return err
 	}
-	if err := cli.Parse(fs, args); err != nil {
+	if err := f.parse(fs, args, stdout, &format); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return finish(err)
-	}
-	if fmtv, err := f.common.Output(stdout); err == nil {
-		format = fmtv
-	} else {
 		return finish(err)
 	}
 	if fs.NArg() > 0 {
