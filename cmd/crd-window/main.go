@@ -2,18 +2,10 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdwindow"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Exec(ctx, "crd-window", crdwindow.Run, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { os.Exit(cli.Main("crd-window", crdwindow.Run, cli.SignalsLazy)) }
