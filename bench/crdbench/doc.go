@@ -178,7 +178,9 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"`etcdctl --endpoints E lock L -- true` against the same etcd, alternating, %d runs each, from fork to exit "+
 		"(the lock is free each time). Start-to-exit times depend on how busy the machine is (see the load average "+
 		"below); compare them with the peer of the same run. **crd-detect / crd-window**: the same, with a file detector and no windows; "+
-		"`/bin/true` is the cost of starting any process.\n", p.toolRuns)
+		"`/bin/true` is the cost of starting any process, `bench/floor exit` (a Go program built like the product "+
+		"that returns from main at once) the cost of starting any Go program: the runtime's own start-up (threads, heap, "+
+		"signal set-up).\n", p.toolRuns)
 	fmt.Fprintf(&w, "- **Queue.** %d nodes in one process (lib/lock, 8 shared clients, one lease per node, TTL 60 s) "+
 		"queue on one key strictly one after another; the first holds until all are queued, then each holder releases "+
 		"as soon as it holds. FIFO means the nodes held the lock in the order they queued and fencing tokens grew; an "+

@@ -48,8 +48,8 @@ func (b *bench) warnf(format string, args ...any) {
 }
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "run" && os.Args[1] != "scale") {
-		fmt.Fprintln(os.Stderr, "usage: crdbench run|scale [flags] (see bench/crdbench/main.go)")
+	if len(os.Args) < 2 || (os.Args[1] != "run" && os.Args[1] != "scale" && os.Args[1] != "queue") {
+		fmt.Fprintln(os.Stderr, "usage: crdbench run|scale|queue [flags] (see bench/crdbench/main.go)")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("crdbench "+os.Args[1], flag.ExitOnError)
@@ -87,9 +87,12 @@ func main() {
 		fatal(err)
 	}
 	ctx := context.Background()
-	if os.Args[1] == "scale" {
+	switch os.Args[1] {
+	case "scale":
 		err = b.scale(ctx, doc)
-	} else {
+	case "queue":
+		err = b.queueOnly(ctx)
+	default:
 		err = b.run(ctx, doc)
 	}
 	if err != nil {
@@ -249,6 +252,24 @@ func (b *bench) run(ctx context.Context, doc string) error {
 		return nil
 	}
 	return b.writePerformance(doc, all, procs2, handovers, lockHandovers, p, time.Since(started))
+}
+
+// queueOnly runs the queue figure alone (make bench-queue), to iterate on
+// the lock's handover path without the six-minute run.
+func (b *bench) queueOnly(ctx context.Context) error {
+	p := fullPlan()
+	if b.quick {
+		p = quickPlan()
+	}
+	for range p.queueRuns {
+		q, err := b.queueRun(ctx, p.queueNodes)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%d nodes through one lock: %.0f handovers/s (handover median %.2f ms, p95 %.2f ms), fifo %v, overlaps %d, etcd peak %.1f MiB\n",
+			q.nodes, q.perSecond, median(q.handoversMS), p95(q.handoversMS), q.fifo, q.overlap, q.etcdPeak)
+	}
+	return nil
 }
 
 // loadAvg is the 1, 5 and 15 minute load averages.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 )
@@ -39,7 +40,7 @@ func (b *bench) queueRun(ctx context.Context, n int) (queueResult, error) {
 	const clients = 8
 	var cs []*clientv3.Client
 	for range clients {
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{b.etcd.Endpoint}, DialTimeout: 5 * time.Second})
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{b.etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			return res, err
 		}

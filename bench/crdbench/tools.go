@@ -33,7 +33,8 @@ func timeRun(env []string, okCodes []int, argv ...string) (time.Duration, error)
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // toolRows times crd-lock hold against etcdctl lock (alternating, so both
-// see the same machine), then crd-detect and crd-window against /bin/true.
+// see the same machine), then crd-detect and crd-window against /bin/true and a Go program that only
+// exits (the floor for any Go tool on this machine).
 func (b *bench) toolRows(runs int) ([]row, error) {
 	dir := filepath.Join(b.work, "tools")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -49,7 +50,7 @@ kill_switch_file: %s/disable
 		return nil, err
 	}
 	env := append(cleanEnv(), "CRD_CONFIG="+cfg)
-	var hold, ctl, detect, window, truth []float64
+	var hold, ctl, detect, window, truth, goFloor []float64
 	for range runs {
 		d, err := timeRun(env, []int{0}, filepath.Join(b.bin, "crd-lock"), "hold", "--config", cfg, "--", "true")
 		if err != nil {
@@ -76,6 +77,11 @@ kill_switch_file: %s/disable
 			return nil, err
 		}
 		truth = append(truth, ms(d))
+		d, err = timeRun(env, []int{0}, filepath.Join(b.benchBin, "floor"), "exit")
+		if err != nil {
+			return nil, err
+		}
+		goFloor = append(goFloor, ms(d))
 	}
 	ctlMedian := median(ctl)
 	atMost := func(limit float64) func(float64) bool { return func(m float64) bool { return m <= limit } }
@@ -86,6 +92,8 @@ kill_switch_file: %s/disable
 			Target: "≤ 10", Pass: atMost(10), Peer: "/bin/true", PeerSamples: truth},
 		{Key: "crd_window", Figure: "`crd-window`, start to exit", Unit: "ms", Samples: window,
 			Target: "≤ 10", Pass: atMost(10), Peer: "/bin/true", PeerSamples: truth},
+		{Key: "go_floor_exit", Figure: "  a Go program that only exits (bench/floor exit), start to exit", Unit: "ms", Samples: goFloor,
+			Peer: "/bin/true", PeerSamples: truth},
 	}, nil
 }
 

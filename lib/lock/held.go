@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -131,10 +132,14 @@ func (h *Held) watchdog() {
 		return
 	}
 	deleted := make(chan struct{})
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		h.watchEntry(kctx, deleted)
+	}()
+	go func() {
+		defer wg.Done()
+		h.annotate(kctx)
 	}()
 	timer := time.NewTimer(h.lostAfter())
 	defer timer.Stop()
@@ -163,6 +168,21 @@ func (h *Held) watchdog() {
 			return
 		}
 	}
+}
+
+// annotate writes the annotation with acquired_at to the entry, only while
+// the entry is still ours. It is information for `crd-lock status`, not part
+// of holding the lock: a failure (etcd unreachable, Release first) is
+// harmless, and Release cancels it rather than waiting for it.
+func (h *Held) annotate(ctx context.Context) {
+	val, err := json.Marshal(h.ann)
+	if err != nil {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, h.rpcTimeout)
+	defer cancel()
+	_, _ = h.client.Txn(tctx).If(h.IsOwnerCmp()).
+		Then(clientv3.OpPut(h.entry, string(val), clientv3.WithLease(h.session.Lease()))).Commit()
 }
 
 // watchEntry closes deleted when the entry is deleted. Establishing a watch
@@ -217,10 +237,13 @@ func (h *Held) Release(ctx context.Context) error {
 	if !first {
 		return nil
 	}
-	<-h.finished
-	h.session.Orphan()
+	// Ended first, so that the watchdog, seeing the entry go, cannot call it
+	// lost; revoked before waiting for the watchdog, so the next holder's turn
+	// does not wait for our goroutines to wind down.
 	h.end(ErrReleased)
+	h.session.Orphan()
 	_, err := h.client.Revoke(ctx, h.session.Lease())
+	<-h.finished
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: release %s: revoking lease %x failed (%v); the entry expires within %s by itself", h.key, h.session.Lease(), err, h.ttl)
 	}

@@ -240,19 +240,12 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 	if err := waitTurn(ctx, c, sess, o, myKey, myRev); err != nil {
 		return fail(err)
 	}
+	// The lock is ours: the read that found nobody ahead also found our entry.
+	// acquired_at is for people reading `crd-lock status`; the Held writes it
+	// in the background (Held.annotate) so that a handover costs one write
+	// (the predecessor's release), not two.
 	now := o.Now().UTC()
 	ann.AcquiredAt = &now
-	val, _ = json.Marshal(ann)
-	tctx, cancel = rpc()
-	resp, err = c.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", myRev)).
-		Then(clientv3.OpPut(myKey, string(val), clientv3.WithLease(grant.ID))).Commit()
-	cancel()
-	if err != nil {
-		return fail(err)
-	}
-	if !resp.Succeeded {
-		return fail(errSessionLost)
-	}
 	return newHeld(c, sess, o, myKey, myRev, ann), nil
 }
 

@@ -119,12 +119,20 @@ func TestAcquireStatusRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err = Status(ctx, c, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(info.Holders) != 1 || len(info.Waiters) != 0 {
-		t.Fatalf("Status = %+v, want one holder", info)
+	// acquired_at is written in the background after Acquire returns.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err = Status(ctx, c, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Holders) != 1 || len(info.Waiters) != 0 {
+			t.Fatalf("Status = %+v, want one holder", info)
+		}
+		if info.Holders[0].AcquiredAt != nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	e := info.Holders[0]
 	if e.Node != "node-a" || e.BootID != "boot-1" || e.Purpose != "test" || e.AcquiredAt == nil {
