@@ -2,28 +2,43 @@
 # with simulated reboots (bats/lib/sim.bash, scripts/sim-reboot; docs/e2e.md).
 #
 #   make e2e                  every bats/e2e_*.bats, ~7 min on 2 cores (part of make test)
-#   make e2e-quick            without the tests tagged slow (the 7-node rollout and the
-#                             node that never comes back, ~30 s and ~70 s), ~5.5 min
+#   make e2e-quick            without the tests tagged slow (the 7-node rollout, the
+#                             node that never comes back and the latency raised on the
+#                             lock holder, ~30 s, ~70 s and ~30 s), ~5.5 min
 #   make e2e E2E_FILES=bats/e2e_rollout.bats   one file
 #   make demo                 five simulated nodes rolling through a reboot, live (scripts/demo)
+#
+# e2e_latency.bats sends etcd traffic through tools/slowproxy, a TCP forwarder that
+# delays it (a module of its own without dependencies, built into .tools/bin when its
+# sources change; its tests and go vet run first).
 
 E2E_FILES ?= $(sort $(wildcard $(ROOT)/bats/e2e_*.bats))
+SLOWPROXY_MOD  := $(ROOT)/tools/slowproxy
+SLOWPROXY_BIN  := $(TOOLS_BIN)/slowproxy
+SLOWPROXY_SRCS := $(SLOWPROXY_MOD)/go.mod $(wildcard $(SLOWPROXY_MOD)/*.go)
 E2E_BATS  := BATS_LIB_PATH=$(BATS_PREFIX)/node_modules $(BATS) --print-output-on-failure --timing
 
 TEST_TARGETS += e2e
 
 .PHONY: e2e e2e-quick e2e-apt demo
 
-e2e: build etcd bats-install e2e-apt
+e2e: build etcd bats-install e2e-apt $(SLOWPROXY_BIN)
 	$(E2E_BATS) $(E2E_FILES)
 
-e2e-quick: build etcd bats-install e2e-apt
+e2e-quick: build etcd bats-install e2e-apt $(SLOWPROXY_BIN)
 	$(E2E_BATS) --filter-tags '!slow' $(E2E_FILES)
 
 # unshare and setsid (util-linux), pkill and ps (procps) drive the simulated nodes;
 # socat forwards (and, stopped, partitions) a node's etcd traffic in e2e_chaos.bats.
 e2e-apt:
 	@$(ROOT)/scripts/need-apt util-linux procps socat
+
+# Built to a temporary name and moved, so an interrupted build never leaves a
+# binary that looks newer than its sources.
+$(SLOWPROXY_BIN): $(SLOWPROXY_SRCS)
+	@mkdir -p $(@D)
+	cd $(SLOWPROXY_MOD) && $(GO) vet . && $(GO) test -count=1 . \
+	  && CGO_ENABLED=0 $(GO) build -mod=readonly -trimpath -buildvcs=false -ldflags '-s -w' -o $@.tmp . && mv -f $@.tmp $@
 
 demo: build etcd e2e-apt
 	@$(ROOT)/scripts/demo
