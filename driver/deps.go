@@ -12,6 +12,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/testclock"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
@@ -50,11 +51,12 @@ type Deps struct {
 }
 
 // Real fills every unset dependency with the real one: the file system
-// under root ("" = "/") and commands through proc.Exec.
+// under root ("" = "/"), commands through proc.Exec and the wall clock of
+// lib/testclock (time.Now, unless built with the crdtestclock tag).
 func (d Deps) Real(root string) Deps {
 	runner := proc.Exec{}
 	if d.Now == nil {
-		d.Now = time.Now
+		d.Now = testclock.Now
 	}
 	if d.KillSwitch == nil {
 		d.KillSwitch = reboot.KillSwitch

@@ -11,21 +11,27 @@
 # e2e_latency.bats sends etcd traffic through tools/slowproxy, a TCP forwarder that
 # delays it (a module of its own without dependencies, built into .tools/bin when its
 # sources change; its tests and go vet run first).
+#
+# e2e_skew.bats skews one node's wall clock: clusterrebootd and crd-lock built with the
+# build tag crdtestclock into .tools/bin-testclock (lib/testclock; CRD_TEST_CLOCK_OFFSET).
+# make build and the packages never carry that tag.
 
 E2E_FILES ?= $(sort $(wildcard $(ROOT)/bats/e2e_*.bats))
 SLOWPROXY_MOD  := $(ROOT)/tools/slowproxy
 SLOWPROXY_BIN  := $(TOOLS_BIN)/slowproxy
 SLOWPROXY_SRCS := $(SLOWPROXY_MOD)/go.mod $(wildcard $(SLOWPROXY_MOD)/*.go)
-E2E_BATS  := BATS_LIB_PATH=$(BATS_PREFIX)/node_modules $(BATS) --print-output-on-failure --timing
+TESTCLOCK_BIN  := $(TOOLS)/bin-testclock
+TESTCLOCK_CMDS := clusterrebootd crd-lock
+E2E_BATS  := TESTCLOCK_BIN_DIR=$(TESTCLOCK_BIN) BATS_LIB_PATH=$(BATS_PREFIX)/node_modules $(BATS) --print-output-on-failure --timing
 
 TEST_TARGETS += e2e
 
-.PHONY: e2e e2e-quick e2e-apt demo
+.PHONY: e2e e2e-quick e2e-apt e2e-testclock demo
 
-e2e: build etcd bats-install e2e-apt $(SLOWPROXY_BIN)
+e2e: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN)
 	$(E2E_BATS) $(E2E_FILES)
 
-e2e-quick: build etcd bats-install e2e-apt $(SLOWPROXY_BIN)
+e2e-quick: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN)
 	$(E2E_BATS) --filter-tags '!slow' $(E2E_FILES)
 
 # unshare and setsid (util-linux), pkill and ps (procps) drive the simulated nodes;
@@ -39,6 +45,14 @@ $(SLOWPROXY_BIN): $(SLOWPROXY_SRCS)
 	@mkdir -p $(@D)
 	cd $(SLOWPROXY_MOD) && $(GO) vet . && $(GO) test -count=1 . \
 	  && CGO_ENABLED=0 $(GO) build -mod=readonly -trimpath -buildvcs=false -ldflags '-s -w' -o $@.tmp . && mv -f $@.tmp $@
+
+# Test builds with a skewable wall clock (never shipped: their version ends in
+# +testclock). Always rebuilt, like bin/: go's build cache makes that cheap.
+e2e-testclock: $(addprefix $(TESTCLOCK_BIN)/,$(TESTCLOCK_CMDS))
+
+$(TESTCLOCK_BIN)/%: FORCE
+	@mkdir -p $(@D)
+	$(GOBUILD) -tags crdtestclock -o $@ ./cmd/$*
 
 demo: build etcd e2e-apt
 	@$(ROOT)/scripts/demo

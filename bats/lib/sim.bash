@@ -12,7 +12,10 @@
 #   sim_init                   create $SIM_DIR (default $TEST_DIR/sim) and $SIM_LEDGER;
 #                              needs $ETCD_ENDPOINTS
 #   sim_node_add NAME [YAML]   create a node (config below); YAML, if given, becomes
-#                              its config.d/10-scenario.yaml drop-in
+#                              its config.d/10-scenario.yaml drop-in. For one node
+#                              only: SIM_BIN_DIR=DIR sim_node_add ... runs DIR's
+#                              clusterrebootd and crd-lock; SIM_NODE_ENV="VAR=VALUE ..."
+#                              exports VAR to its daemon (and children) at every boot
 #   sim_nodes_add N            nodes n1..nN
 #   sim_dropin NAME FILE       YAML on stdin -> config.d/FILE.yaml of node NAME
 #   sim_need_reboot NAME...    make NAME need a reboot (touch its marker)
@@ -99,6 +102,8 @@ sim_node_add() {
 		SIM_CRD_LOCK=$SIM_BIN_DIR/crd-lock
 		SIM_CONFIG=$d/config.yaml
 	EOF
+	local kv
+	for kv in ${SIM_NODE_ENV:-}; do printf 'export %q\n' "$kv" >>"$d/sim.env"; done
 	# The health script: exit 0, unless a scenario installed a phase hook.
 	cat >"$d/health.sh" <<-EOF
 		#!/bin/sh

@@ -57,6 +57,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/testclock"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
@@ -81,8 +82,10 @@ type world struct {
 	beforeSlot func()
 }
 
+// realWorld reads the wall clock through lib/testclock (time.Now, unless
+// built with the crdtestclock tag), like the daemon.
 func realWorld() world {
-	return world{now: time.Now, rand: rand.Float64, runner: proc.Exec{}}
+	return world{now: testclock.Now, rand: rand.Float64, runner: proc.Exec{}}
 }
 
 // session is one step's connection and configuration.

@@ -3,7 +3,11 @@
 // written by the linker, never at run time).
 package version
 
-import "runtime"
+import (
+	"runtime"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/testclock"
+)
 
 // Set by the Makefile through -ldflags "-X ...".
 var (
@@ -19,10 +23,19 @@ type Info struct {
 	BuildDate string `json:"build_date"`
 	GoVersion string `json:"go_version"`
 	Platform  string `json:"platform"`
+	// TestClock is set in a build whose wall clock can be skewed for tests
+	// (build tag crdtestclock, lib/testclock); such a build must never be
+	// shipped. Its Version ends in "+testclock".
+	TestClock bool `json:"test_clock,omitempty"`
 }
 
 // Get returns the build's version information.
 func Get() Info {
-	return Info{Version: Version, Commit: Commit, BuildDate: BuildDate,
+	i := Info{Version: Version, Commit: Commit, BuildDate: BuildDate,
 		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if testclock.Enabled {
+		i.Version += "+testclock"
+		i.TestClock = true
+	}
+	return i
 }
