@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -60,10 +62,19 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	}
 	cmd := exec.Command(c.Path, append(argv, args...)...)
 	cmd.Env = c.Env
-	cmd.Stdin = bytes.NewReader(stdin)
+	// The configuration goes in, and the result comes back, through
+	// in-memory files rather than pipes: os/exec then needs no copying
+	// goroutines, which an idle daemon would wake every publication
+	// (docs/performance.md, "Wakeups"). Pipes remain the fallback.
 	var stdout limitedBuffer
 	stdout.max = maxChildOutput
-	cmd.Stdout = &stdout
+	inFile, outFile := memFile("crd-config", stdin), memFile("crd-result", nil)
+	defer closeFiles(inFile, outFile)
+	if inFile != nil && outFile != nil {
+		cmd.Stdin, cmd.Stdout = inFile, outFile
+	} else {
+		cmd.Stdin, cmd.Stdout = bytes.NewReader(stdin), &stdout
+	}
 	cmd.Stderr = c.Stderr
 	if err := cmd.Start(); err != nil {
 		return exitcode.EtcdUnavailable, fmt.Errorf("driver: cannot start %s step %s: %w; install crd-lock next to clusterrebootd or pass --crd-lock", c.Path, step, err)
@@ -87,6 +98,7 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 		case <-done:
 		}
 	}()
+	waitExit(cmd.Process.Pid)
 	werr := cmd.Wait()
 	close(done)
 	code := exitcode.OK
@@ -100,6 +112,11 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	case werr != nil:
 		return exitcode.Internal, fmt.Errorf("driver: %s step %s: %w", c.Path, step, werr)
 	}
+	if cmd.Stdout == outFile {
+		if _, err := outFile.Seek(0, io.SeekStart); err == nil {
+			_, _ = io.Copy(&stdout, outFile)
+		}
+	}
 	if err := DecodeResult(stdout.Bytes(), out); err != nil {
 		if code == exitcode.OK {
 			code = exitcode.Internal
@@ -107,6 +124,61 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 		return code, fmt.Errorf("driver: %s step %s exited %d without a result: %w", c.Path, step, int(code), err)
 	}
 	return code, nil
+}
+
+// waitExit returns once process pid has exited, without reaping it (Wait
+// does that next, at once). It waits in the runtime's network poller on a
+// pidfd instead of in a wait4 system call: a goroutine in a long system call
+// keeps its P, and the runtime's monitor thread then polls every 20 µs to
+// 10 ms until it takes the P back (after 10 ms), dozens of wake-ups for each
+// child an idle daemon runs (docs/performance.md, "Wakeups"). On any error it
+// returns at once and Wait blocks as before.
+func waitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		// Signo is SIGCHLD once the process has exited, 0 while it runs.
+		return err != nil || info.Signo != 0
+	})
+}
+
+// memFile returns an anonymous in-memory file (memfd) holding data, read and
+// write offset at 0, or nil when the kernel or a sandbox refuses one.
+func memFile(name string, data []byte) *os.File {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if len(data) > 0 {
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return nil
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			f.Close()
+			return nil
+		}
+	}
+	return f
+}
+
+func closeFiles(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // MarshalConfig renders cfg as the YAML the child reads on stdin.

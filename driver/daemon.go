@@ -54,8 +54,9 @@ type Daemon struct {
 	MetricsServer func(ctx context.Context) error
 	// Mode applies to every cycle.
 	Mode Mode
-	// MemTrim, when set, runs after each cycle and each publication: it
-	// returns the executable's clean read-only pages (lib/memtrim).
+	// MemTrim, when set, runs once after each cycle and its publication (or
+	// after a publication alone): it returns the executable's clean read-only
+	// pages (lib/memtrim).
 	MemTrim func()
 
 	// cycleDone tells the publisher a cycle just ended (buffered, one).
@@ -127,11 +128,15 @@ func (d *Daemon) loop(ctx context.Context) {
 		d.mu.Unlock()
 		d.writeMetrics()
 		d.notify(func(n Notifier) error { return n.Status(d.Driver.Status().String()) })
+		// The publisher takes over the burst: it publishes if due and trims
+		// once for both (each trim is a garbage collection and costs the idle
+		// process a dozen wake-ups). Only when it is still busy with an
+		// earlier notice does the loop trim itself.
 		select {
 		case d.cycleDone <- struct{}{}:
 		default:
+			d.memTrim()
 		}
-		d.memTrim()
 		if ctx.Err() != nil {
 			return
 		}
@@ -197,7 +202,8 @@ func (d *Daemon) publisher(ctx context.Context) {
 			// the idle process dozens of runtime wake-ups
 			// (docs/performance.md). The record stays fresh on its own timer
 			// while a cycle waits for the lock.
-			if last := d.Driver.View().ReadAt; !last.IsZero() && time.Since(last) < every/2 {
+			if last := d.Driver.View().ReadAt; !last.IsZero() && d.Driver.deps.Now().Sub(last) < every/2 {
+				d.memTrim() // on the cycle's behalf
 				continue
 			}
 			t.Stop()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,7 +107,7 @@ func TestExecChild(t *testing.T) {
 	cfg.NodeName = "node-a"
 	t.Run("answer, code, stdin and args", func(t *testing.T) {
 		dir := t.TempDir()
-		p := writeScript(t, `cat > "`+dir+`/stdin"; echo "$*" > "`+dir+`/args"; echo 'log line' >&2; echo 'noise'; echo '{"exit_code":4,"outcome":"blocked","reason":"lock_busy"}'; exit 4`)
+		p := writeScript(t, `fds=$(readlink /proc/$$/fd/0 /proc/$$/fd/1); echo "$fds" > "`+dir+`/fds"; cat > "`+dir+`/stdin"; echo "$*" > "`+dir+`/args"; echo 'log line' >&2; echo 'noise'; echo '{"exit_code":4,"outcome":"blocked","reason":"lock_busy"}'; exit 4`)
 		var stderr bytes.Buffer
 		var res CycleResult
 		code, err := ExecChild{Path: p, Stderr: &stderr}.Run(context.Background(), StepCycle, []string{"--attempt", "2"}, cfg, &res)
@@ -120,6 +121,10 @@ func TestExecChild(t *testing.T) {
 		}
 		if _, err := config.Parse("stdin", stdin); err != nil {
 			t.Errorf("the child cannot parse its stdin: %v", err)
+		}
+		// In-memory files, not pipes: no copying goroutines in the daemon.
+		if fds, _ := os.ReadFile(dir + "/fds"); !strings.Contains(string(fds), "memfd:crd-config") || !strings.Contains(string(fds), "memfd:crd-result") {
+			t.Errorf("child's stdin/stdout: %q, want the daemon's memfds", fds)
 		}
 	})
 	t.Run("no JSON", func(t *testing.T) {
@@ -311,8 +316,9 @@ func TestPublishFollowsCycle(t *testing.T) {
 		atMost   int
 		interval int
 	}{
-		{"stale view: publish after every cycle", time.Now().Add(-time.Hour), 4, 1000, 3600},
-		{"fresh view: no publish until the timer", time.Now().Add(time.Hour), 1, 2, 3600},
+		// The age of the view is taken on the driver's clock (testNow here).
+		{"stale view: publish after every cycle", testNow.Add(-time.Hour), 4, 1000, 3600},
+		{"fresh view: no publish until the timer", testNow.Add(time.Hour), 1, 2, 3600},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -322,7 +328,8 @@ func TestPublishFollowsCycle(t *testing.T) {
 			cfg.HealthPublishIntervalSec = tt.interval
 			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[],"read_at":"` + tt.readAt.UTC().Format(time.RFC3339) + `"}}`}
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log}
+			var trims atomic.Int64
+			d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, MemTrim: func() { trims.Add(1) }}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- d.Run(ctx) }()
@@ -330,6 +337,12 @@ func TestPublishFollowsCycle(t *testing.T) {
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
+			}
+			// One trim (a garbage collection) per burst: a cycle and the
+			// publication that follows it share one; the first publication,
+			// on the timer at start, and a cycle cut short by cancel may add one each.
+			if got, c := trims.Load(), int64(d.Cycles()); got < c-1 || got > c+2 {
+				t.Errorf("%d trims for %d cycles, want one per cycle (±)", got, c)
 			}
 			n := 0
 			w.child.mu.Lock()

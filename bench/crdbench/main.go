@@ -152,10 +152,11 @@ func quickPlan() plan {
 	}
 }
 
-// run measures everything of docs/performance.md. The idle processes run
-// in the background from the start; the active measurements run one after
-// another meanwhile (they do not change an idle process's own RSS, CPU time
-// or wakeups).
+// run measures everything of docs/performance.md: first the active
+// measurements one after another, then the idle processes side by side, so
+// that neither disturbs the other (start-to-exit times suffer from background
+// activity; an idle process's wakeups include involuntary context switches,
+// which a busy machine adds).
 func (b *bench) run(ctx context.Context, doc string) error {
 	p := fullPlan()
 	if b.quick {
@@ -163,14 +164,11 @@ func (b *bench) run(ctx context.Context, doc string) error {
 	}
 	started := time.Now()
 	b.loadStart = loadAvg()
-	procs, err := b.startIdle(p.idle)
-	defer stopIdle(procs)
-	if err != nil {
-		return err
-	}
-	sampled := make(chan struct{})
-	go func() { b.sampleIdle(procs, p.idle, started); close(sampled) }()
 
+	// The active figures first, on a machine where nothing of ours runs but
+	// etcd: start-to-exit times and handovers are sensitive to any background
+	// activity (22 idle daemons forking publish children made crd-detect's
+	// start ~35 % slower). The idle processes come after, alone.
 	c, err := b.etcd.Client(nil)
 	if err != nil {
 		return err
@@ -198,7 +196,14 @@ func (b *bench) run(ctx context.Context, doc string) error {
 		fmt.Fprintf(os.Stderr, "crdbench: %d nodes through one lock: %.0f handovers/s, fifo %v, overlaps %d\n", q.nodes, q.perSecond, q.fifo, q.overlap)
 		queues = append(queues, q)
 	}
-	<-sampled
+
+	idleStarted := time.Now()
+	procs, err := b.startIdle(p.idle)
+	defer stopIdle(procs)
+	if err != nil {
+		return err
+	}
+	b.sampleIdle(procs, p.idle, idleStarted)
 	stopIdle(procs)
 	procs2 := procs
 	procs = nil
