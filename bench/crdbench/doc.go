@@ -149,8 +149,8 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 	w.WriteString("## Start-up of crd-detect and crd-window\n\n")
 	fmt.Fprintf(&w, "In this run crd-detect took %s ms from fork to exit and crd-window %s ms (medians); a Go program that "+
 		"returns from main at once, built the same way, took %s ms and /bin/true %s ms. So most of a tool's time is "+
-		"the Go runtime's own start-up on this machine, which no Go tool avoids. Of the rest, package initialisation "+
-		"took %s ms (GODEBUG=inittrace=1, summed over packages, each run cold), of which %s ms are gopkg.in/yaml.v3's "+
+		"the Go runtime's own start-up on this machine, which no Go tool avoids. Package initialisation (every package, "+
+		"the runtime's own included) took %s ms (GODEBUG=inittrace=1, summed, each run cold), of which %s ms are gopkg.in/yaml.v3's "+
 		"(two regular expressions compiled and its tables built at start-up, whether or not a file is parsed); the "+
 		"tool's own work (flags, the configuration with its drop-ins, the checks, one JSON object) and the teardown "+
 		"of a larger process are the remainder. Neither tool links the etcd client, which would add its own ~10 ms "+
