@@ -190,6 +190,12 @@ func Backoff(cfg config.Config, attempt int, r float64) time.Duration {
 func (d *Daemon) publisher(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	// A failing publication is logged like a blocked cycle: the first time,
+	// then a summary with the count every DefaultRepeatEvery, and once when it
+	// works again, so an etcd outage over a weekend is a few lines, not one a
+	// minute.
+	failures := NewLimiter(d.Driver.deps.Now, DefaultRepeatEvery)
+	failing := false
 	for {
 		every := time.Duration(d.Driver.Config().HealthPublishIntervalSec) * time.Second
 		select {
@@ -208,9 +214,20 @@ func (d *Daemon) publisher(ctx context.Context) {
 			}
 			t.Stop()
 		}
-		if err := d.Driver.Publish(ctx); err != nil && ctx.Err() == nil {
-			d.Log.Warn("cannot publish the health record; the node drops out of the cluster view when its lease expires",
-				"event", "publish_failed", "error", err)
+		switch err := d.Driver.Publish(ctx); {
+		case err != nil && ctx.Err() == nil:
+			failing = true
+			if emit, repeated := failures.Observe(err.Error()); emit {
+				attrs := []any{"event", "publish_failed", "error", err}
+				if repeated > 0 {
+					attrs = append(attrs, "repeated", repeated, "repeat_window", failures.Every().String())
+				}
+				d.Log.Warn("cannot publish the health record; the node drops out of the cluster view when its lease expires", attrs...)
+			}
+		case err == nil && failing:
+			failing = false
+			failures = NewLimiter(d.Driver.deps.Now, DefaultRepeatEvery)
+			d.Log.Info("the health record is published again", "event", "publish_recovered")
 		}
 		d.writeMetrics()
 		d.memTrim()

@@ -358,3 +358,47 @@ func TestPublishFollowsCycle(t *testing.T) {
 		})
 	}
 }
+
+// A publication that keeps failing is logged once (then summarised), not at
+// every attempt, and its recovery is logged once.
+func TestPublishFailureRateLimited(t *testing.T) {
+	w := newWorld(t)
+	w.detect.required = false
+	cfg := testConfig(w)
+	cfg.CheckIntervalSec = 1
+	cfg.HealthPublishIntervalSec = 1
+	w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"tool":"crd-lock","exit_code":7,"error":"etcd: timeout at http://127.0.0.1:2379"}`}
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	publishes := func() int {
+		w.child.mu.Lock()
+		defer w.child.mu.Unlock()
+		n := 0
+		for _, c := range w.child.calls {
+			if c == StepPublish {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, func() bool { return publishes() >= 4 })
+	if n := strings.Count(logs.String(), `"event":"publish_failed"`); n != 1 {
+		t.Fatalf("%d publish_failed lines after %d failed publications, want 1:\n%s", n, publishes(), logs.String())
+	}
+	w.child.mu.Lock()
+	w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[]}}`}
+	w.child.mu.Unlock()
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"event":"publish_recovered"`) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), `"event":"publish_recovered"`); n != 1 {
+		t.Errorf("%d publish_recovered lines, want 1", n)
+	}
+}
