@@ -108,8 +108,11 @@ func TestValidationErrors(t *testing.T) {
 		body string
 		want string // substring of the error
 	}{
-		{"unknown key with line", "node_name: a\nbogus_key: 1\n", "line 2: field bogus_key not found"},
-		{"wrong type", "check_interval_sec: soon\n", "cannot unmarshal !!str `soon` into int"},
+		{"unknown key with line", "node_name: a\nbogus_key: 1\n", "config.yaml:2: bogus_key: unknown field; check its spelling"},
+		{"wrong type", "check_interval_sec: soon\n", `config.yaml:1: check_interval_sec: wrong type: a string "soon" where an integer is expected`},
+		{"nested unknown key", "windows:\n  allow: []\n  bogus: 1\n", "config.yaml:3: windows.bogus: unknown field"},
+		{"list where a string is expected", "node_name: [a, b]\n", "config.yaml:1: node_name: wrong type: a list where a string is expected"},
+		{"every schema problem counted", "bogus: 1\ndry_run: maybe\nlock_ttl_sec: x\n", "(and 2 more; see clusterrebootd validate-config)"},
 		{"zero interval", "check_interval_sec: 0\n", "config.yaml:1: check_interval_sec: must be a positive number"},
 		{"negative interval", "health_publish_interval_sec: -5\n", "health_publish_interval_sec: must be a positive"},
 		{"ttl not above health timeout", "health_script: /bin/true\nhealth_timeout_sec: 90\nlock_ttl_sec: 90\n", "lock_ttl_sec: 90 must be greater than health_timeout_sec (90)"},

@@ -55,7 +55,7 @@ func decodeInto(cfg *Config, path string, data []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return exitcode.Errorf(exitcode.Config, "config %s: %s", path, yamlMessage(err))
+		return decodeError(path, data, err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err == nil {

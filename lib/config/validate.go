@@ -1,10 +1,12 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -372,10 +374,103 @@ func (v *validator) windows(check WindowValidator) {
 	}
 }
 
-// yamlMessage flattens yaml.v3's multi-line TypeError into one line.
-func yamlMessage(err error) string {
-	if te, ok := err.(*yaml.TypeError); ok {
-		return strings.Join(te.Errors, "; ")
+// decodeError turns a failed decode of file path into exit code 2. A YAML
+// syntax error is one line, as yaml.v3 reports it (decoding stops there). The
+// errors of a document that parses but does not fit the schema (unknown
+// keys, wrong types; yaml.v3 reports all of them) become one Problem each,
+// with the field's path and file:line, like the rule checks, so that
+// validate-config lists every one.
+func decodeError(path string, data []byte, err error) error {
+	te, ok := err.(*yaml.TypeError)
+	if !ok {
+		return exitcode.Errorf(exitcode.Config, "config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	return strings.TrimPrefix(err.Error(), "yaml: ")
+	// The keys and list elements on each line.
+	at := origins{}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil {
+		at.record(path, &doc)
+	}
+	onLine := map[string][]string{}
+	for field, where := range at {
+		onLine[where] = append(onLine[where], field)
+	}
+	probs := make([]Problem, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		p := Problem{Message: e}
+		if rest, ok := strings.CutPrefix(e, "line "); ok {
+			if num, msg, ok := strings.Cut(rest, ": "); ok {
+				p.Where, p.Message = path+":"+num, msg
+			}
+		}
+		p.Field, p.Message = schemaMessage(p.Message, onLine[p.Where])
+		probs = append(probs, p)
+	}
+	return exitcode.New(exitcode.Config, &ValidationError{Source: path, Problems: probs})
+}
+
+// yamlTags names yaml.v3's core tags the way the documentation does.
+var yamlTags = map[string]string{"!!str": "a string", "!!int": "an integer", "!!float": "a number",
+	"!!bool": "a boolean", "!!seq": "a list", "!!map": "a mapping", "!!null": "null", "!!timestamp": "a timestamp"}
+
+// schemaMessage rewords yaml.v3's schema errors ("field x not found in type
+// config.Config", "cannot unmarshal !!str `abc` into int") to say what is
+// wrong and what to do, and picks the field among the paths of the keys and
+// list elements on the error's line: the unknown key by its name, else the
+// outermost (a value on one line with its key, as in `key: [a, b]`).
+func schemaMessage(msg string, candidates []string) (field, message string) {
+	slices.SortFunc(candidates, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+	if len(candidates) > 0 {
+		field = candidates[0]
+	}
+	if name, ok := strings.CutPrefix(msg, "field "); ok {
+		if name, _, ok := strings.Cut(name, " not found in type "); ok {
+			field = name
+			for _, c := range candidates {
+				if c == name || strings.HasSuffix(c, "."+name) {
+					field = c
+					break
+				}
+			}
+			return field, "unknown field; check its spelling and place against docs/configuration.md (man clusterrebootd.yaml)"
+		}
+	}
+	if rest, ok := strings.CutPrefix(msg, "cannot unmarshal "); ok {
+		// "!!str `abc` into int" or "!!seq into string"
+		tag, rest, _ := strings.Cut(rest, " ")
+		value := ""
+		if strings.HasPrefix(rest, "`") {
+			if v, r, ok := strings.Cut(rest[1:], "` "); ok {
+				value, rest = " "+strconvQuote(v), r
+			}
+		}
+		want := strings.TrimPrefix(rest, "into ")
+		got := yamlTags[tag]
+		if got == "" {
+			got = tag
+		}
+		return field, fmt.Sprintf("wrong type: %s%s where %s is expected; see docs/configuration.md", got, value, goTypeName(want))
+	}
+	return field, msg
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+// goTypeName says a Go type of the schema in the documentation's words.
+func goTypeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "bool":
+		return "true or false"
+	case t == "string":
+		return "a string"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	}
+	return "a mapping (" + t + ")"
 }
