@@ -136,7 +136,8 @@ func (c *Common) Logger(stderr io.Writer, tool string) (*slog.Logger, error) {
 func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdin, stdout, stderr)
 	code := exitcode.CodeOf(err)
-	if err != nil && code != exitcode.OK && code != exitcode.No {
+	var q quiet
+	if err != nil && code != exitcode.OK && code != exitcode.No && !errors.As(err, &q) {
 		msg := err.Error()
 		if !strings.HasPrefix(msg, tool+":") {
 			msg = tool + ": " + msg
@@ -144,4 +145,21 @@ func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io
 		fmt.Fprintln(stderr, msg)
 	}
 	return int(code)
+}
+
+// quiet marks an error that was already reported in the form the caller
+// reads (see Quiet).
+type quiet struct{ error }
+
+func (q quiet) Unwrap() error { return q.error }
+
+// Quiet marks err as reported already, so that Exec does not print its
+// one-line message on stderr; its exit code is unchanged. For crd-lock's
+// `step` commands: their reader is the daemon, which gets the error in the
+// JSON object on stdout, and their stderr carries JSON log lines only.
+func Quiet(err error) error {
+	if err == nil {
+		return nil
+	}
+	return quiet{err}
 }

@@ -84,8 +84,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "release":
 		return runRelease(ctx, rest, stdout, stderr)
 	case "step":
-		// The daemon's cluster steps (docs/cluster-protocol.md).
-		return cluster.RunStep(ctx, rest, stdin, stdout, stderr)
+		// The daemon's cluster steps (docs/cluster-protocol.md): the error is in
+		// the JSON result the daemon reads, and stderr carries JSON log lines
+		// only, so no plain one-line message there.
+		return cli.Quiet(cluster.RunStep(ctx, rest, stdin, stdout, stderr))
 	case "acquire":
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock, section ACQUIRE AND RELEASE)")
 		return writeUsageError(stdout, sub, err)
