@@ -1,7 +1,7 @@
 # End-to-end: several real daemons against a real 3-member etcd cluster on loopback,
 # with simulated reboots (bats/lib/sim.bash, scripts/sim-reboot; docs/e2e.md).
 #
-#   make e2e                  every bats/e2e_*.bats, ~7 min on 2 cores (part of make test)
+#   make e2e                  every bats/e2e_*.bats, ~8 min on 2 cores (part of make test)
 #   make e2e-quick            without the tests tagged slow (the 7-node rollout, the
 #                             node that never comes back and the latency raised on the
 #                             lock holder, ~30 s, ~70 s and ~30 s), ~5.5 min
