@@ -1,0 +1,144 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// clusterCycle runs steps 5-7 in the child while watching the local
+// conditions; it stops the child when one turns false.
+func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, out *Outcome) {
+	d.mu.Lock()
+	d.attempt++
+	attempt := d.attempt
+	d.status.State = policy.StateWaiting
+	d.status.Reason, d.status.Detail = "", ""
+	d.mu.Unlock()
+	out.Attempt = attempt
+	if d.metrics != nil {
+		d.metrics.LockHeld.Set(1)
+		defer d.metrics.LockHeld.Set(0)
+	}
+
+	childCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stopMu sync.Mutex
+	var stopReason, stopDetail string
+	stop := func(reason, detail string) {
+		stopMu.Lock()
+		if stopReason == "" {
+			stopReason, stopDetail = reason, detail
+		}
+		stopMu.Unlock()
+		cancel()
+	}
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		d.watchLocal(childCtx, cfg, stop)
+	}()
+
+	var res CycleResult
+	code, err := d.deps.Child.Run(childCtx, StepCycle, CycleArgs{Attempt: attempt}.Args(), cfg, &res)
+	cancel()
+	<-watchDone
+	stopMu.Lock()
+	reason, detail := stopReason, stopDetail
+	stopMu.Unlock()
+
+	if err == nil {
+		out.Cycle = &res
+		if res.View != nil {
+			d.SetView(*res.View)
+		}
+		if d.metrics != nil && (res.LeaseID != "" || res.FencingToken != 0) {
+			d.metrics.LockAcquire.Observe(float64(res.LockWaitMS) / 1000)
+		}
+	}
+	switch {
+	case err == nil && code == exitcode.OK && res.Outcome == OutcomeRebooting:
+		out.step(5, "cluster", DecisionPass, "", "lock held, reboot slot taken, reboot command ran")
+		out.Action, out.Step = ActionRebooting, 7
+		d.mu.Lock()
+		d.attempt = 0
+		d.mu.Unlock()
+		if d.metrics != nil {
+			d.metrics.Reboots.Inc()
+		}
+		return
+	case err == nil && code == exitcode.OK && res.Outcome == OutcomeDryRun:
+		out.step(5, "cluster", DecisionPass, "", "dry run: every check under the lock passed; no hook or reboot command ran")
+		out.Action, out.Step = ActionDryRun, 7
+		return
+	}
+	out.backoff = true
+	switch {
+	case reason != "":
+		out.block(5, "cluster", reason, "stopped waiting for the lock: "+detail)
+	case ctx.Err() != nil:
+		out.block(5, "cluster", ReasonInterrupted, "stopped while the cluster step ran")
+		out.backoff = false
+	case err != nil:
+		out.block(5, "cluster", CodeReason(code), err.Error())
+	default:
+		r := res.Reason
+		if r == "" {
+			r = CodeReason(code)
+		}
+		detail := res.Detail
+		if detail == "" {
+			detail = res.Error
+		}
+		if code == exitcode.OK {
+			detail = fmt.Sprintf("child answered %q with exit 0: %s", res.Outcome, detail)
+		}
+		out.block(5, "cluster", r, detail)
+	}
+	if out.Reason == ReasonNotNeeded {
+		out.Action = ActionIdle
+		out.backoff = false
+	}
+}
+
+// watchLocal re-checks the kill switch, the window and the detectors while
+// the child waits, and calls stop when one says "not now" — or when the
+// daemon asks (Interrupt).
+func (d *Driver) watchLocal(ctx context.Context, cfg config.Config, stop func(reason, detail string)) {
+	every := d.WatchEvery
+	if every <= 0 {
+		every = time.Duration(cfg.CheckIntervalSec) * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case why := <-d.interrupt:
+			stop(ReasonInterrupted, why)
+			return
+		case <-t.C:
+		}
+		if set, reason, _ := d.deps.KillSwitch(cfg.KillSwitchFile); set {
+			stop(ReasonKillSwitch, "kill switch "+cfg.KillSwitchFile+" was set: "+reason)
+			return
+		}
+		if dec, err := d.deps.Windows.At(cfg, d.deps.Now()); err == nil && !dec.Open {
+			stop(ReasonWindow, "the window closed: "+dec.Reason)
+			return
+		}
+		rep := d.deps.Detect.Detect(ctx, cfg)
+		if rep.Err == nil && !rep.RebootRequired && !errors.Is(ctx.Err(), context.Canceled) {
+			d.setRequired(false, d.deps.Now())
+			stop(ReasonNotNeeded, "a reboot is no longer needed")
+			return
+		}
+	}
+}

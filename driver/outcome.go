@@ -1,0 +1,121 @@
+package driver
+
+import (
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// Actions: what a cycle ended with.
+const (
+	// ActionIdle: no reboot is needed (exit 1).
+	ActionIdle = "idle"
+	// ActionBlocked: a reboot is needed but a step said "not now" (Reason).
+	ActionBlocked = "blocked"
+	// ActionRebooting: the reboot command ran (exit 0).
+	ActionRebooting = "rebooting"
+	// ActionDryRun: every check passed; nothing ran (exit 0).
+	ActionDryRun = "dry_run"
+)
+
+// Step decisions in Outcome.Steps.
+const (
+	DecisionPass  = "pass"
+	DecisionBlock = "block"
+	DecisionSkip  = "skip"
+	DecisionDone  = "done"
+)
+
+// StepResult is one step's decision, as `clusterrebootd simulate` prints it.
+type StepResult struct {
+	Step     int    `json:"step"`
+	Name     string `json:"name"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// Outcome is the result of one cycle.
+type Outcome struct {
+	Action string `json:"action"`
+	// Reason is the reason token when blocked or idle.
+	Reason string `json:"reason,omitempty"`
+	// Detail says why, one line.
+	Detail string `json:"detail,omitempty"`
+	// Step is the number of the step that decided.
+	Step  int          `json:"step"`
+	Steps []StepResult `json:"steps"`
+	// Cycle is the cluster child's answer when it ran.
+	Cycle *CycleResult `json:"cycle,omitempty"`
+	// Attempt counts the cycles this reboot has been tried by the child.
+	Attempt int `json:"attempt,omitempty"`
+	// Detectors names the detectors that said a reboot is needed.
+	Detectors []string `json:"detectors,omitempty"`
+
+	// backoff is set when the cycle got past step 4 and was blocked.
+	backoff bool
+}
+
+// Code is the exit code the outcome maps to: 0 rebooting or dry run, 1 not
+// needed, otherwise the blocked reason's code.
+func (o Outcome) Code() exitcode.Code {
+	switch o.Action {
+	case ActionRebooting, ActionDryRun:
+		return exitcode.OK
+	case ActionIdle:
+		return exitcode.No
+	}
+	return ReasonCode(o.Reason)
+}
+
+// Err is the outcome as an error for the exit status (nil for 0).
+func (o Outcome) Err() error {
+	c := o.Code()
+	if c == exitcode.OK {
+		return nil
+	}
+	if o.Action == ActionIdle {
+		return exitcode.Errorf(c, "no reboot needed")
+	}
+	return exitcode.Errorf(c, "clusterrebootd: step %d blocked (%s): %s", o.Step, o.Reason, o.Detail)
+}
+
+func (o *Outcome) step(n int, name, decision, reason, detail string) {
+	o.Steps = append(o.Steps, StepResult{Step: n, Name: name, Decision: decision, Reason: reason, Detail: detail})
+}
+
+func (o *Outcome) block(n int, name, reason, detail string) {
+	o.step(n, name, DecisionBlock, reason, detail)
+	o.Action, o.Reason, o.Detail, o.Step = ActionBlocked, reason, detail, n
+}
+
+// Status is what the node says about itself: published as its health
+// record, sent to systemd as STATUS=, shown by `clusterrebootd status`.
+type Status struct {
+	State          string    `json:"state"`
+	Reason         string    `json:"reason,omitempty"`
+	Detail         string    `json:"detail,omitempty"`
+	RebootRequired bool      `json:"reboot_required"`
+	LastCheck      time.Time `json:"last_check"`
+}
+
+// String is the one-line STATUS= text.
+func (s Status) String() string {
+	t := s.State
+	if s.Reason != "" {
+		t += " (" + s.Reason + ")"
+	}
+	if s.Detail != "" {
+		t += ": " + s.Detail
+	}
+	return t
+}
+
+// Mode changes how a cycle acts.
+type Mode struct {
+	// Simulate changes nothing on the node or in the cluster: no marker,
+	// history or slot is written or deleted, no hook runs, no settle wait.
+	// The configuration's dry_run must be set too (the child then runs no
+	// hook and no reboot command).
+	Simulate bool
+}
