@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+)
+
+// hooks runs pre_reboot_hooks in order, each with its timeout, in the lock's
+// context: a lost lock kills the running hook.
+func (c *cycleRun) hooks() error {
+	for i, h := range c.cfg.PreRebootHooks {
+		if err := c.alive(); err != nil {
+			return err
+		}
+		name := h.Name
+		if name == "" {
+			name = fmt.Sprintf("pre_reboot_hooks[%d]", i)
+		}
+		timeout := secs(h.TimeoutSec)
+		if timeout <= 0 {
+			timeout = secs(defaultHookTimeout)
+		}
+		pr := c.w.runner.Run(c.uctx, proc.Spec{Argv: h.Cmd, Env: c.hookEnv(), Dir: "/", Timeout: timeout})
+		if !pr.OK() {
+			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
+				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, describe(pr, timeout)))
+		}
+		c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
+	}
+	return nil
+}
+
+// hookEnv is the complete environment of a hook.
+func (c *cycleRun) hookEnv() []string {
+	return []string{
+		"PATH=" + gate.Path,
+		"LC_ALL=C",
+		"NODE_NAME=" + c.cfg.NodeName,
+		"CRD_PHASE=pre-reboot",
+		"LOCK_KEY=" + c.lockKey(),
+		"CRD_LEASE_ID=" + c.res.LeaseID,
+		"CRD_FENCING_TOKEN=" + strconv.FormatInt(c.res.FencingToken, 10),
+		"CRD_SLOT_KEY=" + c.slotKey(),
+		"ETCD_ENDPOINTS=" + strings.Join(c.cfg.EtcdEndpoints, ","),
+	}
+}
+
+func (c *cycleRun) rebootOptions() reboot.Options {
+	o := reboot.FromConfig(c.cfg)
+	o.Root, o.Runner, o.Now = c.w.root, c.w.runner, c.w.now
+	o.Extra = map[string]string{
+		"lease_id":      c.res.LeaseID,
+		"fencing_token": strconv.FormatInt(c.res.FencingToken, 10),
+		"lock_key":      c.lockKey(),
+		"slot_key":      c.slotKey(),
+	}
+	return o
+}
+
+// reboot writes the marker and runs reboot_command through lib/reboot (which
+// checks the kill switch once more first).
+func (c *cycleRun) reboot() error {
+	if err := c.alive(); err != nil {
+		return err
+	}
+	rr, err := reboot.Do(c.uctx, c.rebootOptions())
+	c.res.Reboot = &rr
+	if err != nil {
+		reason := driver.ReasonRebootFailed
+		if exitcode.CodeOf(err) == exitcode.KillSwitch {
+			reason = driver.ReasonKillSwitch
+		}
+		return c.stop(reason, err)
+	}
+	c.res.Outcome, c.res.Reason, c.res.Detail = driver.OutcomeRebooting, "", "reboot command "+strings.Join(rr.Command, " ")+" exited 0"
+	c.log.Info("reboot command ran; releasing the lock seat, the slot keeps the node counted", "event", "rebooting",
+		"slot_key", c.res.SlotKey, "action", "reboot", "command", strings.Join(rr.Command, " "))
+	return nil
+}
+
+// dryRun reports what a real run would do next: no slot, no hook, no command.
+func (c *cycleRun) dryRun() error {
+	rr, err := reboot.Do(c.uctx, c.rebootOptions())
+	c.res.Reboot = &rr
+	if err != nil {
+		reason := driver.ReasonRebootFailed
+		if exitcode.CodeOf(err) == exitcode.KillSwitch {
+			reason = driver.ReasonKillSwitch
+		}
+		return c.stop(reason, err)
+	}
+	c.res.Outcome = driver.OutcomeDryRun
+	c.res.Detail = fmt.Sprintf("dry run: would take slot %s, run %d pre-reboot hook(s) and %s", c.slotKey(), len(c.cfg.PreRebootHooks), strings.Join(c.cfg.RebootCommand, " "))
+	c.log.Info("dry run: every check passed; nothing was changed", "event", "dry_run", "slot_key", c.slotKey())
+	return nil
+}
+
+// describe says in a few words how a command failed.
+func describe(pr proc.Result, timeout time.Duration) string {
+	var why string
+	switch {
+	case pr.StartErr != nil:
+		why = fmt.Sprintf("could not be started: %v", pr.StartErr)
+	case pr.TimedOut:
+		why = fmt.Sprintf("timed out after %s", timeout)
+	case pr.Canceled:
+		why = "was stopped"
+	case pr.Signal != "":
+		why = "was killed by signal " + pr.Signal
+	default:
+		why = fmt.Sprintf("exited %d", pr.ExitCode)
+	}
+	if l := gate.LastLine(pr.Stderr); l != "" {
+		why += ": " + l
+	} else if l := gate.LastLine(pr.Stdout); l != "" {
+		why += ": " + l
+	}
+	return why
+}
