@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -27,54 +25,8 @@ import (
 var embedded *etcdtest.Server
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "crd-cluster-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	embedded, err = etcdtest.Start(etcdtest.Options{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	embedded.Stop()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if leaked := leakedGoroutines(5 * time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left running after the tests:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines waits up to limit for every goroutine started by this
-// package, lib/lock or the etcd client to end, and returns the stacks of
-// those that did not.
-func leakedGoroutines(limit time.Duration) string {
-	deadline := time.Now().Add(limit)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "driver/cluster.TestMain") || strings.Contains(g, "driver/cluster.leakedGoroutines") {
-				continue
-			}
-			if strings.Contains(g, "clusterrebootd/driver/cluster.") || strings.Contains(g, "clusterrebootd/lib/lock.") ||
-				strings.Contains(g, "go.etcd.io/etcd/client/v3.") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	os.Exit(etcdtest.RunMain(m, func(s *etcdtest.Server) { embedded = s },
+		"github.com/clusterrebootd/clusterrebootd/driver/cluster", "github.com/clusterrebootd/clusterrebootd/lib/lock"))
 }
 
 // node is one simulated node: its files and its configuration.

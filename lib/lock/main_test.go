@@ -2,11 +2,8 @@ package lock
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"runtime"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,53 +17,8 @@ import (
 var embedded *etcdtest.Server
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "crd-lock-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	embedded, err = etcdtest.Start(etcdtest.Options{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	embedded.Stop()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if leaked := leakedGoroutines(5 * time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left running after the tests:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines waits up to limit for every goroutine started by this
-// package or by the etcd client to end, and returns the stacks of those that
-// did not.
-func leakedGoroutines(limit time.Duration) string {
-	deadline := time.Now().Add(limit)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "lib/lock.TestMain") || strings.Contains(g, "lib/lock.leakedGoroutines") {
-				continue
-			}
-			if strings.Contains(g, "clusterrebootd/lib/lock.") || strings.Contains(g, "go.etcd.io/etcd/client/v3.") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	os.Exit(etcdtest.RunMain(m, func(s *etcdtest.Server) { embedded = s },
+		"github.com/clusterrebootd/clusterrebootd/lib/lock"))
 }
 
 // newClient connects to endpoint and closes the client when the test ends.
