@@ -23,19 +23,6 @@ teardown() {
 	sim_e2e_teardown
 }
 
-# now: Unix time with fractions.
-now() { date +%s.%N; }
-
-# log_time NAME EVENT: the Unix time of NAME's last log line with EVENT.
-log_time() {
-	local t
-	t=$(grep "\"event\":\"$2\"" "$(sim_log "$1")" | tail -n 1 | jq -r .ts) || return 1
-	date -d "$t" +%s.%N
-}
-
-# secs A B: B - A, two decimals.
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-
 # all_done NAME...: every NAME completed exactly one reboot and publishes
 # reboot_required false; the ledger has no overlap.
 all_done() {
@@ -138,12 +125,12 @@ all_done() {
 	assert_equal "$(sim_count_event n3 lock_acquired)" 0
 
 	sim_partition n1
-	t_part=$(now)
+	t_part=$(sim_now)
 	# n3 gets the lock once n1's lease has expired on the server: between 2/3 TTL
 	# (keepalives every TTL/3) and TTL after the partition.
 	sim_wait_event n3 lock_acquired $((ttl + 15))
-	t_acq=$(log_time n3 lock_acquired)
-	waited=$(secs "$t_part" "$t_acq")
+	t_acq=$(sim_log_time n3 lock_acquired)
+	waited=$(sim_secs "$t_part" "$t_acq")
 	echo "# n3 took the lock ${waited} s after n1 was cut off (lock_ttl_sec $ttl)" >&3
 	awk -v w="$waited" -v ttl="$ttl" 'BEGIN { exit !(w >= ttl * 2 / 3 - 0.3) }' ||
 		fail "n3 took the lock ${waited} s after the partition, before n1's lease could have expired"
@@ -155,10 +142,10 @@ all_done() {
 	_lost() { grep '"component":"crd-lock"' "$(sim_log n1)" | grep -q '"detail":"lock lost"'; }
 	_sim_wait 15 _lost
 	local t_lost
-	t_lost=$(date -d "$(grep '"component":"crd-lock"' "$(sim_log n1)" | grep '"detail":"lock lost"' | head -n 1 | jq -r .ts)" +%s.%N)
-	echo "# n1 gave up the lock $(secs "$t_part" "$t_lost") s after the partition" >&3
+	t_lost=$(sim_lock_lost_time n1)
+	echo "# n1 gave up the lock $(sim_secs "$t_part" "$t_lost") s after the partition" >&3
 	awk -v l="$t_lost" -v a="$t_acq" 'BEGIN { exit !(l <= a + 0.5) }' ||
-		fail "n1 still acted under the lock $(secs "$t_acq" "$t_lost") s after n3 took it"
+		fail "n1 still acted under the lock $(sim_secs "$t_acq" "$t_lost") s after n3 took it"
 
 	# n2 comes back and frees its slot; n3 reboots; n1, cut off, never does.
 	sim_wait_downs 2 40

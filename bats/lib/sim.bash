@@ -36,6 +36,10 @@
 #   sim_check_ledger ARGS...   scripts/e2e-ledger-check ARGS... $SIM_LEDGER
 #   sim_status NAME            `clusterrebootd status` JSON, as NAME sees it
 #   sim_reboot_required NAME   NAME's published reboot_required (true/false)
+#   sim_now                    the Unix time now, with fractions
+#   sim_log_time NAME EVENT    the Unix time of NAME's last log line with "event":"EVENT"
+#   sim_lock_lost_time NAME    the Unix time NAME's crd-lock child first logged "lock lost"
+#   sim_secs A B               B - A in seconds, two decimals
 #   sim_node_dir NAME, sim_log NAME
 #
 # Timings (environment, read by sim_init): SIM_BOOT_SEC (2), SIM_DOWN_DELAY (0.3),
@@ -254,6 +258,24 @@ sim_status() {
 sim_reboot_required() {
 	sim_status "$1" | jq -r --arg n "$1" '.view.nodes[] | select(.node == $n) | .reboot_required'
 }
+
+sim_now() { date +%s.%N; }
+
+sim_log_time() {
+	local t
+	t=$(grep "\"event\":\"$2\"" "$(sim_log "$1")" | tail -n 1 | jq -r .ts) || return 1
+	[[ -n "$t" && "$t" != null ]] || return 1
+	date -d "$t" +%s.%N
+}
+
+sim_lock_lost_time() {
+	local t
+	t=$(grep '"component":"crd-lock"' "$(sim_log "$1")" | grep '"detail":"lock lost"' | head -n 1 | jq -r .ts)
+	[[ -n "$t" && "$t" != null ]] || return 1
+	date -d "$t" +%s.%N
+}
+
+sim_secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 # --- Faults (bats/e2e_chaos.bats) -------------------------------------------
 #
