@@ -74,11 +74,7 @@ func (c *cycleRun) reboot() error {
 	rr, err := reboot.Do(c.uctx, c.rebootOptions())
 	c.res.Reboot = &rr
 	if err != nil {
-		reason := driver.ReasonRebootFailed
-		if exitcode.CodeOf(err) == exitcode.KillSwitch {
-			reason = driver.ReasonKillSwitch
-		}
-		return c.stop(reason, err)
+		return c.rebootStopped(err)
 	}
 	c.res.Outcome, c.res.Reason, c.res.Detail = driver.OutcomeRebooting, "", "reboot command "+strings.Join(rr.Command, " ")+" exited 0"
 	c.log.Info("reboot command ran; releasing the lock seat, the slot keeps the node counted", "event", "rebooting",
@@ -91,11 +87,7 @@ func (c *cycleRun) dryRun() error {
 	rr, err := reboot.Do(c.uctx, c.rebootOptions())
 	c.res.Reboot = &rr
 	if err != nil {
-		reason := driver.ReasonRebootFailed
-		if exitcode.CodeOf(err) == exitcode.KillSwitch {
-			reason = driver.ReasonKillSwitch
-		}
-		return c.stop(reason, err)
+		return c.rebootStopped(err)
 	}
 	c.res.Outcome = driver.OutcomeDryRun
 	c.res.Detail = fmt.Sprintf("dry run: would take slot %s, run %d pre-reboot hook(s) and %s", c.slotKey(), len(c.cfg.PreRebootHooks), strings.Join(c.cfg.RebootCommand, " "))
@@ -124,4 +116,14 @@ func describe(pr proc.Result, timeout time.Duration) string {
 		why += ": " + l
 	}
 	return why
+}
+
+// rebootStopped ends the run after reboot.Do refused or failed: the kill
+// switch is its own reason, anything else is reboot_failed.
+func (c *cycleRun) rebootStopped(err error) error {
+	reason := driver.ReasonRebootFailed
+	if exitcode.CodeOf(err) == exitcode.KillSwitch {
+		reason = driver.ReasonKillSwitch
+	}
+	return c.stop(reason, err)
 }
