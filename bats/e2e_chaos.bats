@@ -111,18 +111,7 @@ all_done() {
 	# under it for n2's slot; n3 queues behind n1. n1 reaches etcd only through
 	# forwarders of its own, which are then frozen.
 	command -v socat >/dev/null || "$REPO_ROOT/scripts/need-apt" socat
-	SIM_LOCK_TTL=$ttl sim_node_add n1
-	SIM_LOCK_TTL=$ttl SIM_BOOT_SEC=14 sim_node_add n2
-	SIM_LOCK_TTL=$ttl sim_node_add n3
-	sim_etcd_proxy n1
-	sim_need_reboot n1 n2 n3
-	sim_start n2
-	sim_wait_downs 1 30
-	sim_start n1
-	sim_wait_event n1 slot_waiting 20
-	sim_start n3
-	sim_wait_event n3 lock_waiting 20
-	assert_equal "$(sim_count_event n3 lock_acquired)" 0
+	sim_holder_waits_for_slot "$ttl" sim_etcd_proxy n1
 
 	sim_partition n1
 	t_part=$(sim_now)

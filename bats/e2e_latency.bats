@@ -129,18 +129,7 @@ metric() {
 	# under it for n2's slot; n3 queues behind n1. Then n1's latency goes from 0 to
 	# 3 s each way: its keepalive answers come back too late (a round trip of 6 s
 	# against 2/3 of lock_ttl_sec, 4 s).
-	SIM_LOCK_TTL=$ttl sim_node_add n1
-	SIM_LOCK_TTL=$ttl SIM_BOOT_SEC=14 sim_node_add n2
-	SIM_LOCK_TTL=$ttl sim_node_add n3
-	latency_proxy n1 0s
-	sim_need_reboot n1 n2 n3
-	sim_start n2
-	sim_wait_downs 1 30
-	sim_start n1
-	sim_wait_event n1 slot_waiting 20
-	sim_start n3
-	sim_wait_event n3 lock_waiting 20
-	assert_equal "$(sim_count_event n3 lock_acquired)" 0
+	sim_holder_waits_for_slot "$ttl" latency_proxy n1 0s
 
 	latency_set n1 3s
 	t_raise=$(sim_now)

@@ -36,6 +36,11 @@
 #   sim_check_ledger ARGS...   scripts/e2e-ledger-check ARGS... $SIM_LEDGER
 #   sim_status NAME            `clusterrebootd status` JSON, as NAME sees it
 #   sim_reboot_required NAME   NAME's published reboot_required (true/false)
+#   sim_holder_waits_for_slot TTL [CMD ARGS...]   the scene of the holder faults:
+#                              n1..n3 with lock_ttl_sec TTL; CMD ARGS (e.g. a proxy
+#                              for n1) runs once they exist; n2 reboots and stays
+#                              down 14 s, n1 holds the lock waiting for n2's slot,
+#                              n3 waits for the lock
 #   sim_now                    the Unix time now, with fractions
 #   sim_log_time NAME EVENT    the Unix time of NAME's last log line with "event":"EVENT"
 #   sim_lock_lost_time NAME    the Unix time NAME's crd-lock child first logged "lock lost"
@@ -257,6 +262,23 @@ sim_status() {
 
 sim_reboot_required() {
 	sim_status "$1" | jq -r --arg n "$1" '.view.nodes[] | select(.node == $n) | .reboot_required'
+}
+
+sim_holder_waits_for_slot() {
+	local ttl=$1
+	shift
+	SIM_LOCK_TTL=$ttl sim_node_add n1
+	SIM_LOCK_TTL=$ttl SIM_BOOT_SEC=14 sim_node_add n2
+	SIM_LOCK_TTL=$ttl sim_node_add n3
+	if (($#)); then "$@"; fi
+	sim_need_reboot n1 n2 n3
+	sim_start n2
+	sim_wait_downs 1 30
+	sim_start n1
+	sim_wait_event n1 slot_waiting 20
+	sim_start n3
+	sim_wait_event n3 lock_waiting 20
+	(($(sim_count_event n3 lock_acquired) == 0)) || { echo "sim: n3 got the lock before the fault" >&2; return 1; }
 }
 
 sim_now() { date +%s.%N; }
