@@ -250,6 +250,42 @@ func TestDropInsMergeInLexicalOrder(t *testing.T) {
 	}
 }
 
+// config.d as a file means no drop-ins; a config.d that cannot be read is an
+// error (exit 2), never a silent skip: a drop-in may hold the setting that
+// keeps this node from rebooting. A symlink loop stands in for an unreadable
+// directory, since the tests run as root.
+func TestDropInsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	main := writeFile(t, dir, "config.yaml", "node_name: base\n", 0o644)
+	writeFile(t, dir, "config.d", "not a directory\n", 0o644)
+	if cfg, err := Load(main, true); err != nil || len(cfg.Sources()) != 1 {
+		t.Errorf("config.d as a file: %v, sources %v", err, cfg.Sources())
+	}
+	if err := os.Remove(filepath.Join(dir, "config.d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("config.d", filepath.Join(dir, "config.d")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(main, true)
+	if err == nil || exitcode.From(err) != 2 || !strings.Contains(err.Error(), "config.d") {
+		t.Errorf("an unreadable config.d must be exit 2 naming it, got %v", err)
+	}
+	// A directory named like a drop-in is an error too, as it was with
+	// os.ReadFile.
+	if err := os.Remove(filepath.Join(dir, "config.d")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "config.d/10-a.yaml", "check_interval_sec: 10\n", 0o644)
+	if err := os.Mkdir(filepath.Join(dir, "config.d", "20-dir.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(main, true)
+	if err == nil || !strings.Contains(err.Error(), "20-dir.yaml") {
+		t.Errorf("a directory named *.yaml in config.d must be reported, got %v", err)
+	}
+}
+
 func TestMissingFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "nope.yaml")
 	if _, err := Load(p, false); err != nil {
@@ -329,6 +365,21 @@ func TestNamesAndListen(t *testing.T) {
 	} {
 		if err := splitHostPort(tt.s); (err == nil) != tt.ok {
 			t.Errorf("splitHostPort(%q) = %v", tt.s, err)
+		}
+	}
+	for _, tt := range []struct {
+		s, scheme string // scheme "" means refused
+	}{
+		{"https://etcd-1:2379", "https"}, {"http://127.0.0.1:2379/", "http"}, {"HTTPS://[::1]:2379", "https"},
+		{"http://[fe80::1]:2379", "http"}, {"https://etcd.example.com:443", "https"},
+		{"etcd-1:2379", ""}, {"unix://sock:1", ""}, {"https://etcd-1", ""}, {"https://:2379", ""},
+		{"https://[::1]", ""}, {"https://[]:2379", ""}, {"https://u:p@etcd-1:2379", ""}, {"https://e:2379/v3", ""},
+		{"https://e:2379?x=1", ""}, {"https://e:0", ""}, {"https://e:99999", ""}, {"https://e:port", ""},
+		{"https://::1:2379", ""}, {"https://e 1:2379", ""}, {"", ""}, {"https://", ""},
+	} {
+		scheme, err := checkEndpoint(tt.s)
+		if (err == nil) != (tt.scheme != "") || scheme != tt.scheme && err == nil {
+			t.Errorf("checkEndpoint(%q) = %q, %v; want scheme %q", tt.s, scheme, err, tt.scheme)
 		}
 	}
 }

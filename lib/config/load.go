@@ -5,9 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"sort"
 
 	"gopkg.in/yaml.v3"
 
@@ -20,7 +18,7 @@ import (
 // missing default file means "defaults only". It does not validate.
 func Load(path string, mustExist bool) (Config, error) {
 	cfg := Default()
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !mustExist:
 		return cfg, nil
@@ -32,13 +30,12 @@ func Load(path string, mustExist bool) (Config, error) {
 	if err := decodeInto(&cfg, path, data); err != nil {
 		return cfg, err
 	}
-	dropins, err := filepath.Glob(filepath.Join(filepath.Dir(path), "config.d", "*.yaml"))
+	dropins, err := dropIns(filepath.Join(filepath.Dir(path), "config.d"))
 	if err != nil {
-		return cfg, exitcode.Errorf(exitcode.Config, "config %s: %v", path, err)
+		return cfg, exitcode.Errorf(exitcode.Config, "config drop-ins: %v; fix its permissions or remove it", err)
 	}
-	sort.Strings(dropins)
 	for _, d := range dropins {
-		data, err := os.ReadFile(d)
+		data, err := readFile(d)
 		if err != nil {
 			return cfg, exitcode.Errorf(exitcode.Config, "config drop-in %s: %v", d, err)
 		}
