@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	_ "github.com/clusterrebootd/clusterrebootd/lib/stackreserve" // before yaml.v3's init: see its doc
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/crddetect"
 )
 
