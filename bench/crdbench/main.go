@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,8 +49,8 @@ func (b *bench) warnf(format string, args ...any) {
 }
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "run" && os.Args[1] != "scale" && os.Args[1] != "queue") {
-		fmt.Fprintln(os.Stderr, "usage: crdbench run|scale|queue [flags] (see bench/crdbench/main.go)")
+	if len(os.Args) < 2 || !slices.Contains([]string{"run", "scale", "queue", "tools"}, os.Args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: crdbench run|scale|queue|tools [flags] (see bench/crdbench/main.go)")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("crdbench "+os.Args[1], flag.ExitOnError)
@@ -92,6 +93,8 @@ func main() {
 		err = b.scale(ctx, doc)
 	case "queue":
 		err = b.queueOnly(ctx)
+	case "tools":
+		err = b.toolsOnly()
 	default:
 		err = b.run(ctx, doc)
 	}
@@ -140,7 +143,7 @@ func fullPlan() plan {
 	return plan{
 		idle: idlePlan{rssMark: 60 * time.Second, cpuStart: 10 * time.Second, cpuWindow: 120 * time.Second,
 			counts: map[string]int{kindDaemon: 5, kindFloor: 5, kindNoTrim: 3, kindMetrics: 3, kindTextfile: 3, kindSlowPub: 3}},
-		handovers: 15, toolRuns: 20, queueNodes: 1000, queueRuns: 3,
+		handovers: 15, toolRuns: 100, queueNodes: 1000, queueRuns: 3,
 	}
 }
 
@@ -274,6 +277,21 @@ func (b *bench) queueOnly(ctx context.Context) error {
 		fmt.Printf("%d nodes through one lock: %.0f handovers/s (handover median %.2f ms, p95 %.2f ms), fifo %v, overlaps %d, etcd peak %.1f MiB\n",
 			q.nodes, q.perSecond, median(q.handoversMS), p95(q.handoversMS), q.fifo, q.overlap, q.etcdPeak)
 	}
+	return nil
+}
+
+// toolsOnly runs the start-to-exit figures alone (make bench-tools-time), to
+// iterate on the tools' start-up: about 20 s.
+func (b *bench) toolsOnly() error {
+	p := fullPlan()
+	if b.quick {
+		p = quickPlan()
+	}
+	rows, err := b.toolRows(p.toolRuns)
+	if err != nil {
+		return err
+	}
+	fmt.Print(textTable(rows))
 	return nil
 }
 
