@@ -82,12 +82,17 @@ func Write(w io.Writer, f Format, v any) error {
 			return t.Text(w)
 		}
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return exitcode.Errorf(exitcode.Internal, "report: encode result: %w", err)
+	var b []byte
+	if a, ok := v.(Appender); ok {
+		b = a.AppendJSON(make([]byte, 0, 512))
+	} else {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return exitcode.Errorf(exitcode.Internal, "report: encode result: %w", err)
+		}
 	}
 	b = append(b, '\n')
-	_, err = w.Write(b)
+	_, err := w.Write(b)
 	return err
 }
 

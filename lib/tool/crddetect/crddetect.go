@@ -178,3 +178,26 @@ func finish(stdout io.Writer, format report.Format, res *Result, err error, star
 		return err
 	}
 }
+
+// AppendJSON writes r as json.Marshal would, without its reflection
+// (report.Appender; TestResultJSON compares the two).
+func (r *Result) AppendJSON(b []byte) []byte {
+	o := report.Begin(b)
+	r.Header.AppendFields(&o)
+	o.Bool("reboot_required", r.RebootRequired)
+	o.Raw("detectors", func(b []byte) []byte {
+		if r.Detectors == nil {
+			return append(b, "null"...)
+		}
+		b = append(b, '[')
+		for i := range r.Detectors {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = r.Detectors[i].AppendJSON(b)
+		}
+		return append(b, ']')
+	})
+	o.Int("duration_ms", r.DurationMS)
+	return o.End()
+}
