@@ -9,18 +9,26 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // KernelRelease returns the running kernel's release, as `uname -r` prints it.
 func KernelRelease() (string, error) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
+	// syscall rather than golang.org/x/sys/unix: crd-detect links no x/sys,
+	// whose initialisation is a share of its start-up (docs/performance.md).
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
 		return "", fmt.Errorf("uname: %w", err)
 	}
-	return unix.ByteSliceToString(u.Release[:]), nil
+	release := make([]byte, 0, len(u.Release))
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		release = append(release, byte(c))
+	}
+	return string(release), nil
 }
 
 // kernel compares the running kernel with the newest installed kernel of

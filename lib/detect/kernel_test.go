@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -99,5 +100,8 @@ func TestKernelRelease(t *testing.T) {
 	got, _ := (Env{}).uname()
 	if got != rel {
 		t.Errorf("default Uname = %q, want %q", got, rel)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil && strings.TrimSpace(string(b)) != rel {
+		t.Errorf("KernelRelease() = %q, /proc/sys/kernel/osrelease says %q", rel, strings.TrimSpace(string(b)))
 	}
 }

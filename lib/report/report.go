@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"golang.org/x/sys/unix"
+	"syscall"
+	"unsafe"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
@@ -102,8 +102,12 @@ func IsTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	// TCGETS succeeds only on a terminal (isatty(3)). syscall rather than
+	// golang.org/x/sys/unix, which crd-detect and crd-window would link for
+	// this call alone.
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
 }
 
 // Line writes one "key: value" line for text renderings, aligned.

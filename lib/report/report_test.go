@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
@@ -85,5 +88,47 @@ func TestSettleOK(t *testing.T) {
 	h.Settle(errors.New("x"))
 	if h.ExitCode != 70 {
 		t.Errorf("uncoded error must be internal, got %d", h.ExitCode)
+	}
+}
+
+// IsTerminal is true for a terminal (a pseudo-terminal here) and false for a
+// pipe, a regular file and a writer that is not a file.
+func TestIsTerminal(t *testing.T) {
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	defer ptmx.Close()
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatalf("TIOCGPTN: %v", e)
+	}
+	var unlock int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatalf("TIOCSPTLCK: %v", e)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	if !IsTerminal(pts) {
+		t.Error("a pseudo-terminal is not a terminal")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, w := range map[string]io.Writer{"pipe": w, "file": f, "buffer": &bytes.Buffer{}} {
+		if IsTerminal(w) {
+			t.Errorf("a %s is a terminal", name)
+		}
 	}
 }
