@@ -153,11 +153,15 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"the runtime's own included) took %s ms (GODEBUG=inittrace=1, summed, each run cold), of which %s ms are gopkg.in/yaml.v3's "+
 		"(two regular expressions compiled and its tables built at start-up, whether or not a file is parsed); the "+
 		"tool's own work (flags, the configuration with its drop-ins, the checks, one JSON object) and the teardown "+
-		"of a larger process are the remainder. Neither tool links the etcd client, which would add its own ~10 ms "+
-		"of initialisation (the performance issue's measurement), and neither installs a signal handler before it "+
-		"starts a command (cli.SignalsLazy: about 1.5 ms). Where these figures miss the 10 ms target, the gap is "+
-		"the runtime floor plus the YAML library's initialisation; a configuration format the tools could read "+
-		"without that library is the only large step left, and the YAML configuration is the product's contract.\n\n",
+		"of a larger process are the remainder. On this VM every first-touched page costs about 13 µs and every "+
+		"system call and thread wake-up is dear, so the tools avoid what they can: neither links the etcd client "+
+		"(its initialisation alone is ~10 ms) nor net/url, neither installs a signal handler before it starts a "+
+		"command (cli.SignalsLazy: about 1.5 ms), the configuration is read with plain system calls rather than "+
+		"os.File (whose first use starts the network poller and the finalizer goroutine), and lib/stackreserve grows "+
+		"the main stack to 32 KiB once, before yaml.v3 initialises, instead of twice while deep in its parser "+
+		"(runtime.newstack was 7 %% of crd-detect's samples), and the JSON result is written by a hand-written "+
+		"encoder (report.Appender, tested against encoding/json) instead of encoding/json's reflection. What is left above the floor is mostly yaml.v3: its "+
+		"initialisation (with the unicode tables its regular expressions pull in) and the first, cold parse.\n\n",
 		num(median(det.Samples)), num(median(win.Samples)), num(median(gof.Samples)), num(median(gof.PeerSamples)),
 		num(median(ini.Samples)), num(median(ini.PeerSamples)))
 	w.WriteString("## Metrics\n\n")
@@ -197,10 +201,14 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 	fmt.Fprintf(&w, "- **crd-lock hold vs etcdctl lock.** `crd-lock hold --config C -- true` and "+
 		"`etcdctl --endpoints E lock L -- true` against the same etcd, alternating, %d runs each, from fork to exit "+
 		"(the lock is free each time). Start-to-exit times depend on how busy the machine is (see the load average "+
-		"below); compare them with the peer of the same run. **crd-detect / crd-window**: the same, with a file detector and no windows; "+
-		"`/bin/true` is the cost of starting any process, `bench/floor exit` (a Go program built like the product "+
-		"that returns from main at once) the cost of starting any Go program: the runtime's own start-up (threads, heap, "+
-		"signal set-up).\n", p.toolRuns)
+		"below); compare them with the peer of the same run. **crd-detect / crd-window**: %d rounds, each running "+
+		"crd-detect, crd-window, `/bin/true` and `bench/floor exit` once in a fresh random order (seeded, so every "+
+		"run uses the same orders), after the crd-lock/etcdctl pair, with a file detector, no windows and an empty "+
+		"config.d as the packages install it. The order is random because on this VM a process's start depends on "+
+		"what ran just before it: a Go program that only exits took 9.3 ms after a process that had touched 20 MiB "+
+		"and 8.0 ms after /bin/true. `/bin/true` is the cost of starting any process, `bench/floor exit` (a Go "+
+		"program built like the product that returns from main at once) the cost of starting any Go program: the "+
+		"runtime's own start-up (threads, heap, signal set-up). `make bench-tools-time` runs these rows alone.\n", p.toolRuns, p.toolRuns)
 	fmt.Fprintf(&w, "- **Queue.** %d nodes in one process (lib/lock, 8 shared clients, one lease per node, TTL 60 s) "+
 		"queue on one key strictly one after another; the first holds until all are queued, then each holder releases "+
 		"as soon as it holds. FIFO means the nodes held the lock in the order they queued and fencing tokens grew; an "+
