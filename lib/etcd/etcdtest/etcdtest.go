@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,10 +49,31 @@ type Server struct {
 	cmd  *exec.Cmd
 	emb  *embed.Etcd
 	done chan struct{}
+	// logFile is the binary's log, read when it fails to start.
+	logFile string
 }
 
 // Start starts a server and waits until it answers (at most 30 s).
+//
+// The ports are found free and then bound by etcd, so another process (any
+// outgoing connection takes an ephemeral port from the same range) can take
+// one in between; seen once in a full test run. A server that could not bind
+// is started again on new ports, up to three times.
 func Start(o Options) (*Server, error) {
+	var err error
+	for attempt := 1; ; attempt++ {
+		var s *Server
+		s, err = start(o)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return s, err
+		}
+		if rerr := os.RemoveAll(filepath.Join(o.Dir, "data")); rerr != nil {
+			return nil, rerr
+		}
+	}
+}
+
+func start(o Options) (*Server, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -80,6 +102,11 @@ func Start(o Options) (*Server, error) {
 	}
 	if err := s.waitReady(o.TLS, 30*time.Second); err != nil {
 		s.Stop()
+		if s.logFile != "" {
+			if b, rerr := os.ReadFile(s.logFile); rerr == nil && strings.Contains(string(b), "address already in use") {
+				return nil, fmt.Errorf("%w: address already in use (etcd's log)", err)
+			}
+		}
 		return nil, err
 	}
 	return s, nil
@@ -119,7 +146,7 @@ func startBinary(o Options, client, peer string) (*Server, error) {
 		lf.Close()
 		return nil, fmt.Errorf("etcdtest: start %s: %w", o.Binary, err)
 	}
-	s := &Server{Endpoint: client, PID: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	s := &Server{Endpoint: client, PID: cmd.Process.Pid, cmd: cmd, done: make(chan struct{}), logFile: logFile}
 	go func() {
 		_ = cmd.Wait()
 		lf.Close()
