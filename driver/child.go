@@ -47,6 +47,10 @@ type ExecChild struct {
 	// Root, when set, is passed as --root: the child must read the same
 	// boot id and detector files as the daemon (tests, containers).
 	Root string
+	// LogLevel and LogFormat, when set, are passed as --log-level and
+	// --log-format, so that the child's lines on the shared stderr (the
+	// journal) look like the parent's and follow its level.
+	LogLevel, LogFormat string
 }
 
 // Run implements Child. When ctx ends the child gets SIGTERM (it releases
@@ -59,6 +63,12 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	argv := []string{ChildCommand, step}
 	if c.Root != "" && step != StepServeMetrics {
 		argv = append(argv, "--root", c.Root)
+	}
+	if c.LogLevel != "" {
+		argv = append(argv, "--log-level", c.LogLevel)
+	}
+	if c.LogFormat != "" {
+		argv = append(argv, "--log-format", c.LogFormat)
 	}
 	cmd := exec.Command(c.Path, append(argv, args...)...)
 	cmd.Env = c.Env

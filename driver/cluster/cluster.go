@@ -116,6 +116,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := flag.NewFlagSet("crd-lock step "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	logLevel := fs.String("log-level", "info", "log `level` on stderr: debug, info, warn or error")
+	logFormat := fs.String("log-format", "json", "log `format` on stderr: json, or text (key=value) as the parent's own lines")
 	root := fs.String("root", w.root, "file system `root` for the boot id and detector files, as the daemon's --root (tests, containers)")
 
 	var (
@@ -167,7 +168,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return emit(stdout, res, hdr, exitcode.Errorf(exitcode.Config, "%s: unexpected argument %q", fs.Name(), fs.Arg(0)))
 	}
 	w.root = *root
-	log, err := logging.New(stderr, Tool, *logLevel, "json")
+	log, err := logging.New(stderr, Tool, *logLevel, *logFormat)
 	if err != nil {
 		return emit(stdout, res, hdr, err)
 	}

@@ -188,7 +188,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
 	res.Local = readLocal(cfg, time.Now())
-	child, err := b.child(stderr)
+	child, err := b.child(stderr, true)
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
@@ -260,7 +260,7 @@ func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 	if pause && strings.TrimSpace(reason) == "" {
 		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd pause: --reason is required: say why, e.g. --reason \"change freeze until Monday\""))
 	}
-	child, err := b.child(stderr)
+	child, err := b.child(stderr, true)
 	if local {
 		res.Local, err = resumeLocal(ctx, cfg, b.root, child, err)
 		return finish(stdout, b.format, &res.Header, &res, err)

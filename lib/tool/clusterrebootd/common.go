@@ -108,12 +108,22 @@ func (b *base) childPath() (string, error) {
 	return "", exitcode.Errorf(exitcode.Config, "clusterrebootd: %s not found next to clusterrebootd nor on PATH; install it or pass --crd-lock PATH", driver.ChildTool)
 }
 
-func (b *base) child(stderr io.Writer) (driver.Child, error) {
+// child is the crd-lock child, logging in this command's --log-format and at
+// its --log-level. A one-shot command (status, pause, resume) reports the
+// child's outcome itself, error included, so its child logs errors only
+// unless --log-level was given: `status` with etcd down prints one line
+// naming the endpoint, not that line plus the child's warning saying the
+// same.
+func (b *base) child(stderr io.Writer, oneShot bool) (driver.Child, error) {
 	p, err := b.childPath()
 	if err != nil {
 		return nil, err
 	}
-	return driver.ExecChild{Path: p, Stderr: stderr, Root: b.root}, nil
+	level := b.c.LogLevel
+	if oneShot && !cli.IsSet(b.fs, "log-level") {
+		level = "error"
+	}
+	return driver.ExecChild{Path: p, Stderr: stderr, Root: b.root, LogLevel: level, LogFormat: b.c.LogFormat}, nil
 }
 
 // errorResult is the JSON printed when a command fails before it has a

@@ -97,7 +97,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
 	res.DryRun = cfg.DryRun
-	child, err := b.child(stderr)
+	child, err := b.child(stderr, false)
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
