@@ -241,7 +241,13 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("etcd: %s at %s: %s; %s", e.Class, strings.Join(e.Endpoints, ","), oneLine(e.Err), e.Class.hint())
+	cause := oneLine(e.Err)
+	if len(e.Endpoints) == 1 {
+		// The diagnosis names each endpoint it probed; with one, the
+		// prefix already did.
+		cause = strings.TrimPrefix(cause, e.Endpoints[0]+": ")
+	}
+	return fmt.Sprintf("etcd: %s at %s: %s; %s", e.Class, strings.Join(e.Endpoints, ","), cause, e.Class.hint())
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -132,6 +132,9 @@ func TestConnectUnreachable(t *testing.T) {
 	if !strings.Contains(err.Error(), ep) || !strings.Contains(err.Error(), string(ClassRefused)) {
 		t.Errorf("error %q does not name the endpoint and %q", err, ClassRefused)
 	}
+	if n := strings.Count(err.Error(), ep); n != 1 {
+		t.Errorf("error %q names the endpoint %d times; once is enough", err, n)
+	}
 	if d := time.Since(begin); d > 10*time.Second {
 		t.Errorf("Connect took %s with a 1s dial timeout", d)
 	}
