@@ -142,24 +142,28 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 // keeps its P, and the runtime's monitor thread then polls every 20 µs to
 // 10 ms until it takes the P back (after 10 ms), dozens of wake-ups for each
 // child an idle daemon runs (docs/performance.md, "Wakeups"). On any error it
-// returns at once and Wait blocks as before.
-func waitExit(pid int) {
+// returns at once and Wait blocks as before. It reports whether it waited on
+// the pidfd until the process exited.
+func waitExit(pid int) (pidfd bool) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
-		return
+		return false
 	}
 	f := os.NewFile(uintptr(fd), "pidfd")
 	defer f.Close()
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return
+		return false
 	}
-	_ = rc.Read(func(fd uintptr) bool {
+	exited := false
+	err = rc.Read(func(fd uintptr) bool {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 		// Signo is SIGCHLD once the process has exited, 0 while it runs.
-		return err != nil || info.Signo != 0
+		exited = err == nil && info.Signo != 0
+		return err != nil || exited
 	})
+	return err == nil && exited
 }
 
 // memFile returns an anonymous in-memory file (memfd) holding data, read and
