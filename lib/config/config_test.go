@@ -286,6 +286,25 @@ func TestDropInsDirectory(t *testing.T) {
 	}
 }
 
+// A configuration that is not a small file (a device, a runaway file) is
+// exit 2 naming it, not an unbounded read.
+func TestFileTooLarge(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "huge.yaml")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, maxFileSize+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p, true)
+	if err == nil || exitcode.From(err) != 2 || !strings.Contains(err.Error(), "huge.yaml") || !strings.Contains(err.Error(), "larger than 4 MiB") {
+		t.Errorf("want exit 2 naming the file and its size, got %v", err)
+	}
+	if _, err := Load("/dev/zero", true); err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
+		t.Errorf("/dev/zero: want the size error, got %v", err)
+	}
+}
+
 func TestMissingFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "nope.yaml")
 	if _, err := Load(p, false); err != nil {

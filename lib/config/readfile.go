@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -13,8 +14,13 @@ import (
 // measurable share of crd-detect's and crd-window's start-up on a small VM
 // (docs/performance.md), and a configuration file needs neither.
 
-// readFile is os.ReadFile for a configuration file. Errors are *fs.PathError
-// as os.ReadFile returns them, so errors.Is(err, fs.ErrNotExist) holds.
+// maxFileSize bounds a configuration file: a --config pointing at a device
+// or a runaway file is an error, not an unbounded read.
+const maxFileSize = 4 << 20
+
+// readFile is os.ReadFile for a configuration file, at most maxFileSize
+// bytes. Errors are *fs.PathError as os.ReadFile returns them, so
+// errors.Is(err, fs.ErrNotExist) holds.
 func readFile(path string) ([]byte, error) {
 	fd, err := open(path, 0)
 	if err != nil {
@@ -42,6 +48,9 @@ func readFile(path string) ([]byte, error) {
 			return data, nil
 		}
 		data = data[:len(data)+n]
+		if len(data) > maxFileSize {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: errTooLarge}
+		}
 	}
 }
 
@@ -85,6 +94,8 @@ func dropIns(dir string) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+var errTooLarge = errors.New("larger than 4 MiB; is this the configuration file?")
 
 func open(path string, flags int) (int, error) {
 	for {
