@@ -3,9 +3,10 @@ package stackreserve_test
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/buildtest"
 )
 
 // The short-lived tools grow their stack once, before yaml.v3 and regexp
@@ -21,13 +22,7 @@ func TestInitOrder(t *testing.T) {
 	dir := t.TempDir()
 	for _, tool := range []string{"crd-detect", "crd-window", "crd-gate", "crd-reboot", "crd-lock", "clusterrebootd"} {
 		t.Run(tool, func(t *testing.T) {
-			bin := filepath.Join(dir, tool)
-			build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", bin,
-				"github.com/clusterrebootd/clusterrebootd/cmd/"+tool)
-			build.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("go build: %v\n%s", err, out)
-			}
+			bin := buildtest.Build(t, dir, tool, tool)
 			cmd := exec.Command(bin, "--help")
 			cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
 			out, _ := cmd.CombinedOutput()

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/buildtest"
 )
 
 // A released binary must not contain the clock skew: not the code, not even
@@ -18,29 +19,14 @@ func TestReleaseBuildHasNoTestClock(t *testing.T) {
 		t.Skip("builds binaries")
 	}
 	dir := t.TempDir()
-	build := func(name, pkg string, tags ...string) string {
-		t.Helper()
-		out := filepath.Join(dir, name)
-		args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", out}
-		if len(tags) > 0 {
-			args = append(args, "-tags", tags[0])
-		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %v: %v\n%s", args, err, b)
-		}
-		return out
-	}
-	const mod = "github.com/clusterrebootd/clusterrebootd/cmd/"
 	const needle = "CRD_TEST_CLOCK_OFFSET"
 	tests := []struct {
 		name, bin string
 		testClock bool
 	}{
-		{"clusterrebootd", build("clusterrebootd", mod+"clusterrebootd"), false},
-		{"crd-lock", build("crd-lock", mod+"crd-lock"), false},
-		{"clusterrebootd -tags crdtestclock", build("clusterrebootd-testclock", mod+"clusterrebootd", "crdtestclock"), true},
+		{"clusterrebootd", buildtest.Build(t, dir, "clusterrebootd", "clusterrebootd"), false},
+		{"crd-lock", buildtest.Build(t, dir, "crd-lock", "crd-lock"), false},
+		{"clusterrebootd -tags crdtestclock", buildtest.Build(t, dir, "clusterrebootd-testclock", "clusterrebootd", "crdtestclock"), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
