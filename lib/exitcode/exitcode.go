@@ -40,8 +40,8 @@ func All() []Code {
 }
 
 // Name is the stable snake_case name of a code, as printed in JSON as exit_name.
-// A switch rather than a map: a map literal is built at start-up, which
-// measurably costs the tools that live 10 ms (docs/performance.md).
+// A switch rather than a map: a package-level map is built at start-up, about
+// 0.1 ms of crd-detect's initialisation (GODEBUG=inittrace=1).
 func (c Code) Name() string {
 	switch c {
 	case OK:
