@@ -139,7 +139,8 @@ func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io
 	var q quiet
 	if err != nil && code != exitcode.OK && code != exitcode.No && !errors.As(err, &q) {
 		msg := err.Error()
-		if !strings.HasPrefix(msg, tool+":") {
+		// "crd-lock: …" and "clusterrebootd run: …" already name the tool.
+		if !strings.HasPrefix(msg, tool+":") && !strings.HasPrefix(msg, tool+" ") {
 			msg = tool + ": " + msg
 		}
 		fmt.Fprintln(stderr, msg)

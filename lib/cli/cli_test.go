@@ -119,6 +119,7 @@ func TestExec(t *testing.T) {
 		{"no is an answer, not an error", exitcode.Errorf(exitcode.No, "no reboot needed"), 1, ""},
 		{"coded error printed once with the tool prefix", exitcode.Errorf(exitcode.LockBusy, "held by n2"), 4, "crd-x: held by n2\n"},
 		{"prefix not doubled", exitcode.Errorf(exitcode.Config, "crd-x: bad"), 2, "crd-x: bad\n"},
+		{"a subcommand's prefix names the tool", exitcode.Errorf(exitcode.Config, "crd-x run: bad flag"), 2, "crd-x run: bad flag\n"},
 		{"uncoded is internal", errors.New("boom"), 70, "crd-x: boom\n"},
 	}
 	for _, tt := range tests {
