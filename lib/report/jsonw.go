@@ -92,16 +92,20 @@ func (h *Header) AppendFields(o *Object) {
 }
 
 // AppendStrings appends a JSON array of strings (null for nil).
-func AppendStrings(b []byte, v []string) []byte {
+func AppendStrings(b []byte, v []string) []byte { return AppendSlice(b, v, AppendString) }
+
+// AppendSlice appends a JSON array whose elements each appends (null for a
+// nil slice, as encoding/json writes it).
+func AppendSlice[T any](b []byte, v []T, each func([]byte, T) []byte) []byte {
 	if v == nil {
 		return append(b, "null"...)
 	}
 	b = append(b, '[')
-	for i, s := range v {
+	for i, e := range v {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendString(b, s)
+		b = each(b, e)
 	}
 	return append(b, ']')
 }

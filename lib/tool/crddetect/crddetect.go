@@ -186,17 +186,7 @@ func (r *Result) AppendJSON(b []byte) []byte {
 	r.Header.AppendFields(&o)
 	o.Bool("reboot_required", r.RebootRequired)
 	o.Raw("detectors", func(b []byte) []byte {
-		if r.Detectors == nil {
-			return append(b, "null"...)
-		}
-		b = append(b, '[')
-		for i := range r.Detectors {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = r.Detectors[i].AppendJSON(b)
-		}
-		return append(b, ']')
+		return report.AppendSlice(b, r.Detectors, func(b []byte, d detect.Result) []byte { return d.AppendJSON(b) })
 	})
 	o.Int("duration_ms", r.DurationMS)
 	return o.End()
