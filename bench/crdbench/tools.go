@@ -154,7 +154,20 @@ kill_switch_file: %s/disable
 			Peer: "gopkg.in/yaml.v3's share", PeerSamples: initYAML},
 		{Key: "go_floor_exit", Figure: "  a Go program that only exits (bench/floor exit), start to exit", Unit: "ms", Samples: goFloor,
 			Peer: "/bin/true", PeerSamples: truth},
+		{Key: "crd_detect_above_floor", Figure: "  crd-detect minus the floor, same round", Unit: "ms", Samples: paired(detect, goFloor),
+			Peer: "crd-window minus the floor", PeerSamples: paired(window, goFloor)},
 	}, nil
+}
+
+// paired returns a[i] - b[i]: each round ran both once, one after the other
+// in a random order, so the difference is what the tool costs beyond the Go
+// runtime's own start and exit, largely free of the host's load at the time.
+func paired(a, b []float64) []float64 {
+	d := make([]float64, min(len(a), len(b)))
+	for i := range d {
+		d[i] = a[i] - b[i]
+	}
+	return d
 }
 
 func execOutput(name string, args ...string) (string, error) {
