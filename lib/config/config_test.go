@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -250,16 +251,16 @@ func TestDropInsMergeInLexicalOrder(t *testing.T) {
 	}
 }
 
-// config.d as a file means no drop-ins; a config.d that cannot be read is an
-// error (exit 2), never a silent skip: a drop-in may hold the setting that
-// keeps this node from rebooting. A symlink loop stands in for an unreadable
-// directory, since the tests run as root.
+// A config.d that is a file or cannot be read is an error (exit 2), never a
+// silent skip: a drop-in may hold the setting that keeps this node from
+// rebooting. A symlink loop stands in for an unreadable directory, since the
+// tests run as root.
 func TestDropInsDirectory(t *testing.T) {
 	dir := t.TempDir()
 	main := writeFile(t, dir, "config.yaml", "node_name: base\n", 0o644)
 	writeFile(t, dir, "config.d", "not a directory\n", 0o644)
-	if cfg, err := Load(main, true); err != nil || len(cfg.Sources()) != 1 {
-		t.Errorf("config.d as a file: %v, sources %v", err, cfg.Sources())
+	if _, err := Load(main, true); err == nil || exitcode.From(err) != 2 || !strings.Contains(err.Error(), "config.d is not a directory") {
+		t.Errorf("config.d as a file must be exit 2, got %v", err)
 	}
 	if err := os.Remove(filepath.Join(dir, "config.d")); err != nil {
 		t.Fatal(err)
@@ -300,8 +301,67 @@ func TestFileTooLarge(t *testing.T) {
 	if err == nil || exitcode.From(err) != 2 || !strings.Contains(err.Error(), "huge.yaml") || !strings.Contains(err.Error(), "larger than 4 MiB") {
 		t.Errorf("want exit 2 naming the file and its size, got %v", err)
 	}
-	if _, err := Load("/dev/zero", true); err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
-		t.Errorf("/dev/zero: want the size error, got %v", err)
+	if _, err := Load("/dev/zero", true); err == nil || exitcode.From(err) != 2 || !strings.Contains(err.Error(), "a device, not a YAML file") {
+		t.Errorf("/dev/zero: want exit 2 saying it is a device, got %v", err)
+	}
+}
+
+// What would otherwise hang or drop a setting without a word is exit 2,
+// naming the path: a FIFO as the file or a drop-in (read, it would block
+// every tool until someone writes to it), a file where config.d should be
+// (`cp x.yaml config.d` before the directory exists), a drop-in named *.yml.
+func TestConfigPathsThatAreNotFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"config is a FIFO", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, "config.yaml"))
+		}, "config.yaml: a FIFO, not a YAML file"},
+		{"drop-in is a FIFO", func(t *testing.T, dir string) {
+			writeFile(t, dir, "config.yaml", "check_interval_sec: 10\n", 0o644)
+			writeFile(t, dir, "config.d/10-a.yaml", "check_interval_sec: 20\n", 0o644)
+			mkfifo(t, filepath.Join(dir, "config.d", "20-fifo.yaml"))
+		}, "20-fifo.yaml: a FIFO, not a YAML file"},
+		{"config is a directory", func(t *testing.T, dir string) {
+			if err := os.Mkdir(filepath.Join(dir, "config.yaml"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "config.yaml: a directory, not a YAML file"},
+		{"config.d is a file", func(t *testing.T, dir string) {
+			writeFile(t, dir, "config.yaml", "check_interval_sec: 10\n", 0o644)
+			writeFile(t, dir, "config.d", "windows:\n  deny: [\"* 00:00-24:00\"]\n", 0o644)
+		}, "config.d is not a directory"},
+		{"drop-in named .yml", func(t *testing.T, dir string) {
+			writeFile(t, dir, "config.yaml", "check_interval_sec: 10\n", 0o644)
+			writeFile(t, dir, "config.d/50-freeze.yml", "windows:\n  deny: [\"* 00:00-24:00\"]\n", 0o644)
+		}, "50-freeze.yml: drop-ins must end in .yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.setup(t, dir)
+			_, err := Load(filepath.Join(dir, "config.yaml"), true)
+			if err == nil || exitcode.From(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("want exit 2 with %q, got %v", tc.want, err)
+			}
+		})
+	}
+	// Other names in config.d (a README, a package manager's backup) are
+	// not drop-ins and are left alone.
+	dir := t.TempDir()
+	writeFile(t, dir, "config.yaml", "check_interval_sec: 10\n", 0o644)
+	writeFile(t, dir, "config.d/README", "drop-ins go here\n", 0o644)
+	writeFile(t, dir, "config.d/10-a.yaml.dpkg-old", "bogus: [\n", 0o644)
+	if cfg, err := Load(filepath.Join(dir, "config.yaml"), true); err != nil || cfg.CheckIntervalSec != 10 {
+		t.Errorf("other names in config.d must be ignored: %v", err)
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

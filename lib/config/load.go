@@ -32,7 +32,7 @@ func Load(path string, mustExist bool) (Config, error) {
 	}
 	dropins, err := dropIns(filepath.Join(filepath.Dir(path), "config.d"))
 	if err != nil {
-		return cfg, exitcode.Errorf(exitcode.Config, "config drop-ins: %v; fix its permissions or remove it", err)
+		return cfg, exitcode.Errorf(exitcode.Config, "config drop-ins: %v", err)
 	}
 	for _, d := range dropins {
 		data, err := readFile(d)

@@ -26,7 +26,9 @@ func KillSwitch(path string) (set bool, reason string, err error) {
 	if path == "" {
 		return false, "", nil
 	}
-	fi, err := os.Stat(path)
+	// Lstat: the switch is the directory entry itself. A symlink whose
+	// target is missing (a typo in `ln -s`) is set, not absent.
+	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, "", nil
 	}
@@ -34,6 +36,13 @@ func KillSwitch(path string) (set bool, reason string, err error) {
 		return true, fmt.Sprintf("cannot tell whether kill switch %s is set (%v); treating it as set", path, unwrapPathErr(err)), err
 	}
 	reason = "present"
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, serr := os.Stat(path)
+		if serr != nil {
+			return true, fmt.Sprintf("present (a symlink whose target cannot be read: %v)", unwrapPathErr(serr)), nil
+		}
+		fi = target
+	}
 	if fi.Mode().IsRegular() {
 		if line, rerr := firstLine(path); rerr != nil {
 			reason = fmt.Sprintf("present (content unreadable: %v)", unwrapPathErr(rerr))
