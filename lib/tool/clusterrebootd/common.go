@@ -51,6 +51,14 @@ func (b *base) parse(args []string, stdout io.Writer) error {
 		return err
 	}
 	b.format = f
+	if b.fs.NArg() > 0 {
+		// `validate-config new.yaml` must not check the default file and
+		// say "valid"; `pause --reason change freeze` must not drop "freeze".
+		err := exitcode.Errorf(exitcode.Config, "%s: unexpected argument %q: a configuration file is given with --config FILE "+
+			"and a value with spaces must be quoted (see %s --help)", b.fs.Name(), b.fs.Arg(0), b.fs.Name())
+		writeError(stdout, err)
+		return err
+	}
 	return nil
 }
 

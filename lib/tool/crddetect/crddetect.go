@@ -93,6 +93,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return finish(stdout, report.JSON, res, err, start)
 	}
+	if fs.NArg() > 0 {
+		return finish(stdout, format, res, exitcode.Errorf(exitcode.Config, "%s: unexpected argument %q: detectors are given with "+
+			"--detector, --detector-file or --detector-cmd (see %s --help)", Tool, fs.Arg(0), Tool), start)
+	}
 	if o.timeoutSec < 0 {
 		return finish(stdout, format, res, exitcode.Errorf(exitcode.Config, "%s: --detector-timeout %d: must be a positive number of seconds (0: timeout_sec of each detector)", Tool, o.timeoutSec), start)
 	}
