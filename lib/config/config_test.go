@@ -158,6 +158,19 @@ func TestValidationErrors(t *testing.T) {
 		{"hook relative", "post_reboot_hooks:\n  - cmd: [uncordon]\n", "post_reboot_hooks[0].cmd[0]: \"uncordon\" must be an absolute path"},
 		{"settle", "settle_sec: -1\n", "settle_sec: -1 must not be negative"},
 		{"health script relative", "health_script: check.sh\n", "health_script: \"check.sh\" is not an absolute path"},
+		// A few digits too many would overflow time.Duration (or etcd's
+		// lease TTL limit) and leave a node busy-looping or never holding
+		// its lock; every *_sec field is at most a year.
+		{"lock ttl beyond a year", "lock_ttl_sec: 99999999999\n", "config.yaml:1: lock_ttl_sec: 99999999999 is more than a year (31622400 s)"},
+		{"interval beyond a year", "check_interval_sec: 10000000000\n", "check_interval_sec: 10000000000 is more than a year"},
+		{"publish interval beyond a year", "health_publish_interval_sec: 31622401\n", "health_publish_interval_sec: 31622401 is more than a year"},
+		{"health timeout beyond a year", "health_timeout_sec: 10000000000\n", "health_timeout_sec: 10000000000 is more than a year"},
+		{"backoff beyond a year", "backoff_max_sec: 40000000\n", "backoff_max_sec: 40000000 is more than a year"},
+		{"dial timeout beyond a year", "etcd_dial_timeout_sec: 40000000\n", "etcd_dial_timeout_sec: 40000000 is more than a year"},
+		{"slot ttl beyond a year", "reboot_slot_ttl_sec: 40000000\n", "reboot_slot_ttl_sec: 40000000 is more than a year"},
+		{"settle beyond a year", "settle_sec: 40000000\n", "settle_sec: 40000000 is more than a year"},
+		{"detector timeout beyond a year", "reboot_required_detectors:\n  - {type: command, cmd: [/bin/x], timeout_sec: 40000000}\n", "reboot_required_detectors[0].timeout_sec: 40000000 is more than a year"},
+		{"hook timeout beyond a year", "post_reboot_hooks:\n  - {cmd: [/bin/x], timeout_sec: 40000000}\n", "post_reboot_hooks[0].timeout_sec: 40000000 is more than a year"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -145,6 +145,45 @@ func (v *validator) positive(field string, n int) {
 	}
 }
 
+// maxSeconds bounds every *_sec field: a year is longer than any interval,
+// timeout or TTL of this product needs, and it keeps the durations far from
+// overflowing (time.Duration ends at about 292 years; lock_ttl_sec's
+// keepalive deadline and etcd's lease TTL limit of 9e9 s broke earlier), so
+// a typo of a few extra digits is exit 2 rather than a node that busy-loops
+// or never keeps its lock.
+const maxSeconds = 366 * 24 * 3600
+
+func (v *validator) atMostAYear(field string, n int) {
+	if n > maxSeconds {
+		v.bad(field, "%d is more than a year (%d s); use a shorter time", n, maxSeconds)
+	}
+}
+
+// bounded checks the upper bound of every *_sec field.
+func (v *validator) bounded() {
+	c := v.cfg
+	for _, f := range []struct {
+		name string
+		n    int
+	}{
+		{"health_timeout_sec", c.HealthTimeoutSec}, {"health_publish_interval_sec", c.HealthPublishIntervalSec},
+		{"check_interval_sec", c.CheckIntervalSec}, {"backoff_min_sec", c.BackoffMinSec}, {"backoff_max_sec", c.BackoffMaxSec},
+		{"lock_ttl_sec", c.LockTTLSec}, {"etcd_dial_timeout_sec", c.EtcdDialTimeoutSec},
+		{"reboot_slot_ttl_sec", c.RebootSlotTTLSec}, {"settle_sec", c.SettleSec},
+	} {
+		v.atMostAYear(f.name, f.n)
+	}
+	for i, d := range c.Detectors {
+		v.atMostAYear(fmt.Sprintf("reboot_required_detectors[%d].timeout_sec", i), d.TimeoutSec)
+	}
+	for i, h := range c.PreRebootHooks {
+		v.atMostAYear(fmt.Sprintf("pre_reboot_hooks[%d].timeout_sec", i), h.TimeoutSec)
+	}
+	for i, h := range c.PostRebootHooks {
+		v.atMostAYear(fmt.Sprintf("post_reboot_hooks[%d].timeout_sec", i), h.TimeoutSec)
+	}
+}
+
 func (v *validator) absPath(field, p string, required bool) {
 	switch {
 	case p == "" && required:
@@ -166,6 +205,7 @@ func (v *validator) check() {
 	v.positive("check_interval_sec", c.CheckIntervalSec)
 	v.positive("backoff_min_sec", c.BackoffMinSec)
 	v.positive("backoff_max_sec", c.BackoffMaxSec)
+	v.bounded()
 	if c.BackoffMinSec > 0 && c.BackoffMaxSec < c.BackoffMinSec {
 		v.bad("backoff_max_sec", "%d is below backoff_min_sec (%d); raise it or lower backoff_min_sec", c.BackoffMaxSec, c.BackoffMinSec)
 	}
