@@ -117,7 +117,17 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	case errors.As(werr, &ee):
 		code = exitcode.Code(ee.ExitCode())
 		if ee.ExitCode() < 0 { // killed by a signal
-			code = exitcode.Interrupted
+			if ctx.Err() != nil { // ours: the daemon stops or reloads
+				code = exitcode.Interrupted
+				break
+			}
+			// Not ours: the OOM killer, an operator, a crash. Whatever it
+			// printed is not an answer.
+			sig := "a signal"
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				sig = ws.Signal().String()
+			}
+			return exitcode.Internal, fmt.Errorf("driver: %s step %s was killed (%s); see the kernel log for the OOM killer", c.Path, step, sig)
 		}
 	case werr != nil:
 		return exitcode.Internal, fmt.Errorf("driver: %s step %s: %w", c.Path, step, werr)
@@ -128,7 +138,9 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 		}
 	}
 	if err := DecodeResult(stdout.Bytes(), out); err != nil {
-		if code == exitcode.OK {
+		// Without a result, exit 0 or 1 is no answer: above all not "no
+		// reboot needed", which would make the node look idle.
+		if code == exitcode.OK || code == exitcode.No {
 			code = exitcode.Internal
 		}
 		return code, fmt.Errorf("driver: %s step %s exited %d without a result: %w", c.Path, step, int(code), err)

@@ -67,13 +67,16 @@ const (
 	// ReasonInterrupted: the step was stopped (daemon shutdown, a local
 	// condition turned false while waiting for the lock, a reload).
 	ReasonInterrupted = "interrupted"
+	// ReasonInternal: the cluster-step child crashed, was killed by a
+	// signal the daemon did not send, or ended without its JSON result.
+	ReasonInternal = "internal"
 )
 
 // Reasons lists every reason token.
 func Reasons() []string {
 	return []string{ReasonKillSwitch, ReasonPaused, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
 		ReasonLockBusy, ReasonEtcd, ReasonRebootInProgress, ReasonDetector, ReasonHook, ReasonRebootFailed,
-		ReasonRebootLoop, ReasonPostReboot, ReasonInterrupted}
+		ReasonRebootLoop, ReasonPostReboot, ReasonInterrupted, ReasonInternal}
 }
 
 // ReasonCode is the exit code a blocked reason maps to (the exit code of
@@ -128,6 +131,8 @@ func CodeReason(code exitcode.Code) string {
 		return ReasonRebootLoop
 	case exitcode.Interrupted:
 		return ReasonInterrupted
+	case exitcode.Internal:
+		return ReasonInternal
 	}
 	return ReasonEtcd
 }
