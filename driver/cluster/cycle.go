@@ -141,6 +141,10 @@ func (c *cycleRun) run() error {
 		c.freeSlot()
 		return err
 	}
+	if err := c.renewSlot(); err != nil {
+		c.freeSlot()
+		return err
+	}
 	if err := c.reboot(); err != nil {
 		c.freeSlot()
 		return err

@@ -338,3 +338,66 @@ func TestCycleStoppedWhileWaitingForSlot(t *testing.T) {
 		})
 	}
 }
+
+// A slot that expires while the pre-reboot hooks run is not re-taken and
+// nothing reboots: once the seat is released after the reboot command, the
+// slot alone would keep this node counted, and it is gone. The hook stands
+// still while the test revokes the slot's lease, as its expiry would.
+func TestCycleSlotExpiredDuringHooks(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	ready, resume := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
+	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+resume+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`)
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
+
+	done := make(chan outcome, 1)
+	go func() { done <- n.run("cycle") }()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hook never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, lease := slotOf(t, c, ns, "node-a")
+	if lease == 0 {
+		t.Fatal("no slot while the hook runs")
+	}
+	if _, err := c.Revoke(context.Background(), clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, resume, "")
+	o := <-done
+	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonHook || !strings.Contains(o.str("detail"), "expired while the pre-reboot hooks ran") {
+		t.Fatalf("cycle = %d %s: %s, want 9 hook, slot expired\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Errorf("reboot command ran without a slot: %q", calls)
+	}
+	assertFree(t, c, n)
+}
+
+// Before the reboot command the slot gets its whole TTL again, however long
+// the hooks took: from then on it is what keeps the node counted.
+func TestCycleSlotRenewedBeforeReboot(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "slow", "cmd": []string{"/bin/sleep", "3"}, "timeout_sec": 30}}
+	n.cfg["reboot_slot_ttl_sec"] = 60
+	o := n.run("cycle")
+	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+		t.Fatalf("cycle = %d %s\n%s", o.code, o.str("outcome"), o.stderr)
+	}
+	_, lease := slotOf(t, c, ns, "node-a")
+	ttl, err := c.TimeToLive(context.Background(), clientv3.LeaseID(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Granted for 60 s before a 3 s hook: without the renewal at most 57 s
+	// would be left.
+	if ttl.TTL < 58 {
+		t.Errorf("slot lease has %d s left after a 3 s hook; want it renewed to about 60", ttl.TTL)
+	}
+}

@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
@@ -104,6 +106,29 @@ func (c *cycleRun) takeSlot() error {
 
 // freeSlot revokes the slot lease (deleting the slot) with a fresh bounded
 // context; when etcd cannot be reached the slot expires with its lease.
+// renewSlot gives the slot its whole TTL again just before the reboot
+// command runs. The hooks may have used up part of it, or all of it: while
+// this node holds its lock seat it is counted anyway, but once the seat is
+// released after the reboot command, the slot alone keeps it counted until
+// it is back. A slot that expired is not re-taken: nothing reboots.
+func (c *cycleRun) renewSlot() error {
+	if err := c.alive(); err != nil {
+		return err
+	}
+	rctx, cancel := c.rpcCtx(c.uctx)
+	resp, err := c.client.KeepAliveOnce(rctx, c.slotLease)
+	cancel()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0) {
+		return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
+			"cluster: the reboot slot %s expired while the pre-reboot hooks ran (reboot_slot_ttl_sec is %d); nothing was rebooted: "+
+				"raise reboot_slot_ttl_sec above the hooks' total run time", c.slotKey(), c.cfg.RebootSlotTTLSec))
+	}
+	if err != nil {
+		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "renewing the reboot slot "+c.slotKey(), err))
+	}
+	return nil
+}
+
 func (c *cycleRun) freeSlot() {
 	if c.slotLease == 0 {
 		return
