@@ -72,6 +72,11 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	}
 	cmd := exec.Command(c.Path, append(argv, args...)...)
 	cmd.Env = c.Env
+	// Should the daemon die without stopping it (SIGKILL, the OOM killer, a
+	// supervisor that kills only the main process), the child gets SIGTERM:
+	// a cycle child then gives its seat up instead of going on to reboot
+	// the node with no daemon left to watch the local checks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	// The configuration goes in, and the result comes back, through
 	// in-memory files rather than pipes: os/exec then needs no copying
 	// goroutines, which an idle daemon would wake every publication
