@@ -141,11 +141,35 @@ func (h *Held) watchdog() {
 		defer wg.Done()
 		h.annotate(kctx)
 	}()
-	timer := time.NewTimer(h.lostAfter())
+	// The deadline counts from a renewal whose sending time is known. The
+	// session's keepalives renewed the lease while we waited, the last one
+	// up to TTL/3 ago, so two thirds of the TTL from now could be the very
+	// moment etcd expires it. One renewal at once fixes the base: until it
+	// is answered, the deadline is TTL/3 from now (at most TTL/3 passed
+	// since the last renewal, so that still leaves TTL/3 before expiry).
+	renewed, gone := make(chan time.Time, 1), make(chan struct{}, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sent := time.Now()
+		resp, err := h.client.KeepAliveOnce(kctx, h.session.Lease())
+		switch {
+		case err == nil && resp.TTL > 0:
+			renewed <- sent
+		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+			gone <- struct{}{}
+		}
+	}()
+	timer := time.NewTimer(h.ttl / 3)
 	defer timer.Stop()
 	for {
 		select {
 		case <-h.stop:
+			return
+		case sent := <-renewed:
+			timer.Reset(h.lostAfter() - time.Since(sent))
+		case <-gone:
+			h.lose(fmt.Errorf("lease %x expired or was revoked", h.session.Lease()))
 			return
 		case resp, ok := <-ka:
 			if !ok {
@@ -158,7 +182,7 @@ func (h *Held) watchdog() {
 			}
 			timer.Reset(h.lostAfter())
 		case <-timer.C:
-			h.lose(fmt.Errorf("etcd answered no keepalive for %s (lease TTL %s); the lease may expire any moment", h.lostAfter(), h.ttl))
+			h.lose(fmt.Errorf("etcd answered no keepalive in time (lease TTL %s); the lease may expire any moment", h.ttl))
 			return
 		case <-h.session.Done():
 			h.lose(fmt.Errorf("lease %x expired or was revoked", h.session.Lease()))

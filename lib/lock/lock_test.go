@@ -579,3 +579,101 @@ func TestLostOnPartitionBeforeServerExpiry(t *testing.T) {
 	defer cancel()
 	_ = h.Release(rctx)
 }
+
+// A partition right after a long wait: the session renewed the lease last
+// while the holder was queued, up to TTL/3 before it got the lock. Counting
+// two thirds of the TTL from the acquisition would leave it holding until
+// just before the server expires the lease (seen: 2.4 s with TTL 30); it
+// must still give up about TTL/3 before.
+func TestLostOnPartitionRightAfterWaiting(t *testing.T) {
+	p, err := etcdtest.NewProxy(embedded.Endpoint[len("http://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	viaProxy := newClient(t, "http://"+p.Addr)
+	direct := newClient(t, embedded.Endpoint)
+	const key = "/t/partition-after-wait/lock"
+	first, err := Acquire(context.Background(), direct, opts(key, "first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := opts(key, "waiter")
+	o.TTL = 6 * time.Second // keepalives every 2 s
+	queued := make(chan int, 1)
+	o.OnQueued = func(pos int) { queued <- pos }
+	type acquired struct {
+		h   *Held
+		err error
+	}
+	got := make(chan acquired, 1)
+	go func() {
+		h, err := Acquire(context.Background(), viaProxy, o)
+		if err == nil {
+			p.Partition(true) // at once: no renewal after the acquisition gets through
+		}
+		got <- acquired{h, err}
+	}()
+	<-queued
+	info, err := Status(context.Background(), direct, key)
+	if err != nil || len(info.Waiters) != 1 {
+		t.Fatalf("status = %+v, %v", info, err)
+	}
+	lease, err := ParseLeaseID(info.Waiters[0].LeaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hand the lock over late in a keepalive period: more than a second
+	// after the waiter's last renewal.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ttl, err := direct.TimeToLive(context.Background(), lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl.TTL <= 4 {
+			time.Sleep(600 * time.Millisecond) // about 1.7 s after it
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter's lease stayed at %d s", ttl.TTL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	release(t, first)
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer func() {
+		p.Partition(false)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.h.Release(rctx)
+	}()
+	select {
+	case <-a.h.Done():
+	case <-time.After(o.TTL + time.Second):
+		t.Fatal("holder did not notice the partition within TTL + 1s")
+	}
+	gaveUp := time.Now()
+	for {
+		ttl, err := direct.TimeToLive(context.Background(), lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl.TTL < 0 {
+			break
+		}
+		if time.Since(gaveUp) > o.TTL {
+			t.Fatal("the server did not expire the lease within a TTL after the holder gave up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// TTL/3 is 2 s; allow half a second for the polling and a busy machine.
+	margin := time.Since(gaveUp)
+	t.Logf("gave up %s before the server expired the lease", margin.Round(time.Millisecond))
+	if margin < 1500*time.Millisecond {
+		t.Errorf("holder gave up only %s before the server expired the lease; want about TTL/3 (2 s)", margin.Round(time.Millisecond))
+	}
+}
