@@ -125,7 +125,7 @@ type presence struct {
 func (s *session) present(ctx context.Context) (presence, error) {
 	rctx, cancel := s.rpcCtx(ctx)
 	defer cancel()
-	info, err := lock.Status(rctx, s.client, s.lockKey())
+	info, err := lock.Entries(rctx, s.client, s.lockKey())
 	if err != nil {
 		if ctx.Err() != nil {
 			return presence{}, s.etcdErr(ctx, "reading the lock holders", ctx.Err())

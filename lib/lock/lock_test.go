@@ -677,3 +677,40 @@ func TestLostOnPartitionRightAfterWaiting(t *testing.T) {
 		t.Errorf("holder gave up only %s before the server expired the lease; want about TTL/3 (2 s)", margin.Round(time.Millisecond))
 	}
 }
+
+// Status looks up every entry's TTL, a few at a time; Entries makes one read
+// whatever the queue's length (the cluster steps use it under the lock,
+// where a lookup per waiter within one deadline stalled a long queue).
+func TestStatusAndEntriesWithALongQueue(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	const key = "/t/long-queue/lock"
+	ctx := context.Background()
+	for i := range 40 {
+		g, err := c.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Put(ctx, fmt.Sprintf("%s/%x", key, g.ID), fmt.Sprintf(`{"node":"n%d"}`, i), clientv3.WithLease(g.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := Status(ctx, c, key)
+	if err != nil || len(info.Holders) != 1 || len(info.Waiters) != 39 {
+		t.Fatalf("status: %d holders, %d waiters, %v", len(info.Holders), len(info.Waiters), err)
+	}
+	for _, e := range append(info.Holders, info.Waiters...) {
+		if e.TTLRemainingSec <= 0 || e.TTLRemainingSec > 60 {
+			t.Errorf("%s: ttl %d, want its lease's", e.Node, e.TTLRemainingSec)
+		}
+	}
+	if info.Waiters[38].Node != "n39" {
+		t.Errorf("waiters out of order: last is %s", info.Waiters[38].Node)
+	}
+	entries, err := Entries(ctx, c, key)
+	if err != nil || len(entries.Holders) != 1 || len(entries.Waiters) != 39 || entries.Holders[0].Node != "n0" {
+		t.Fatalf("entries: %+v, %v", entries.Holders, err)
+	}
+	if entries.Waiters[0].TTLRemainingSec != TTLUnknown {
+		t.Errorf("Entries looked up a TTL: %d", entries.Waiters[0].TTLRemainingSec)
+	}
+}

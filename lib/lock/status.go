@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,7 +21,8 @@ type Entry struct {
 	Annotation
 	// LeaseID is the lease in hex, as etcdctl prints it.
 	LeaseID string `json:"lease_id"`
-	// TTLRemainingSec is the lease's remaining TTL (-1: already expired).
+	// TTLRemainingSec is the lease's remaining TTL (-1: already expired,
+	// -2: unknown, the lookup failed or was not made).
 	TTLRemainingSec int64 `json:"ttl_remaining_sec"`
 	// FencingToken is the entry's create revision.
 	FencingToken int64 `json:"fencing_token"`
@@ -38,10 +40,53 @@ type Info struct {
 // Held reports whether anyone holds the lock.
 func (i Info) Held() bool { return len(i.Holders) > 0 }
 
+// TTLUnknown is Entry.TTLRemainingSec when the lease's TTL was not read.
+const TTLUnknown = -2
+
 // Status reads the holders and the waiters (in the order they will get the
-// lock) of key. An entry without a JSON annotation (written by `etcdctl lock`)
-// shows only its lease; it counts with max_holders 1.
+// lock) of key, with each lease's remaining TTL. An entry without a JSON
+// annotation (written by `etcdctl lock`) shows only its lease; it counts
+// with max_holders 1. It is for people: the TTLs cost one lookup per entry,
+// made a few at a time; one that fails leaves TTLUnknown.
 func Status(ctx context.Context, c *clientv3.Client, key string) (Info, error) {
+	info, err := Entries(ctx, c, key)
+	if err != nil {
+		return info, err
+	}
+	all := make([]*Entry, 0, len(info.Holders)+len(info.Waiters))
+	for i := range info.Holders {
+		all = append(all, &info.Holders[i])
+	}
+	for i := range info.Waiters {
+		all = append(all, &info.Waiters[i])
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, ttlLookups)
+	for _, e := range all {
+		id, err := ParseLeaseID(e.LeaseID)
+		if err != nil || id == 0 {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if ttl, err := c.TimeToLive(ctx, id); err == nil {
+				e.TTLRemainingSec = ttl.TTL
+			}
+		}()
+	}
+	wg.Wait()
+	return info, nil
+}
+
+// ttlLookups is how many TimeToLive requests Status has in flight at once.
+const ttlLookups = 16
+
+// Entries is Status without the TTLs (TTLUnknown): one read, whatever the
+// length of the queue. The cluster steps use it under the lock, where a
+// lookup per waiter could outlast the request's deadline with a long queue.
+func Entries(ctx context.Context, c *clientv3.Client, key string) (Info, error) {
 	info := Info{Key: key, Holders: []Entry{}, Waiters: []Entry{}}
 	resp, err := c.Get(ctx, key+"/", clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
@@ -54,14 +99,9 @@ func Status(ctx context.Context, c *clientv3.Client, key string) (Info, error) {
 		if !isEntry(key, string(kv.Key)) {
 			continue
 		}
-		e := Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: -1}
+		e := Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: TTLUnknown}
 		if err := json.Unmarshal(kv.Value, &e.Annotation); err != nil || e.MaxHolders < 1 {
 			e.MaxHolders = 1
-		}
-		if kv.Lease != 0 {
-			if ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil {
-				e.TTLRemainingSec = ttl.TTL
-			}
 		}
 		// Each contender decides with its own max_holders, and so does this.
 		if position < e.MaxHolders {
@@ -96,7 +136,7 @@ func (e Entry) Since(now time.Time) time.Duration {
 // entry and every other key the lease carries; a still-running holder notices
 // at once and stops. It is the runbook's answer to a lock that hangs.
 func Evict(ctx context.Context, c *clientv3.Client, key, node string) ([]Entry, error) {
-	info, err := Status(ctx, c, key)
+	info, err := Entries(ctx, c, key)
 	if err != nil {
 		return nil, err
 	}

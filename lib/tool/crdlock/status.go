@@ -46,7 +46,14 @@ func describe(e lock.Entry) string {
 	if node == "" {
 		node = "(no annotation)"
 	}
-	s := fmt.Sprintf("%s pid %d token %d lease %s ttl %ds", node, e.PID, e.FencingToken, e.LeaseID, e.TTLRemainingSec)
+	ttl := fmt.Sprintf("%ds", e.TTLRemainingSec)
+	switch e.TTLRemainingSec {
+	case -1:
+		ttl = "expired"
+	case lock.TTLUnknown:
+		ttl = "unknown"
+	}
+	s := fmt.Sprintf("%s pid %d token %d lease %s ttl %s", node, e.PID, e.FencingToken, e.LeaseID, ttl)
 	if e.AcquiredAt != nil {
 		s += " since " + e.AcquiredAt.Format(time.RFC3339)
 	}
