@@ -61,7 +61,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 			return false
 		}
 		if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: false}, now); err != nil {
-			out.block(0, name, ReasonRebootLoop, err.Error())
+			out.block(0, name, ReasonPostReboot, stateDirError(err))
 			return true
 		}
 		if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
@@ -80,25 +80,31 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	progress := d.post
 	d.status.State = policy.StatePostReboot
 	d.mu.Unlock()
+	// The node is back from the reboot it asked for. Whatever blocks it now
+	// keeps its slot, renewed every cycle, so that the fleet waits for it
+	// rather than follow a node that is not healthy again.
+	hold := func(step, reason, detail string) bool {
+		out.block(0, step, reason, detail)
+		if !mode.Simulate {
+			d.keepSlot(ctx, cfg)
+		}
+		return true
+	}
 	if !mode.Simulate {
 		if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: true}, now); err != nil {
-			out.block(0, name, ReasonRebootLoop, err.Error())
-			return true
+			return hold(name, ReasonPostReboot, stateDirError(err))
 		}
 	}
 	if h, err := ReadHistory(cfg.StateDir); err != nil {
-		out.block(0, name, ReasonRebootLoop, err.Error())
-		return true
+		return hold(name, ReasonPostReboot, stateDirError(err))
 	} else if h.Block != nil {
-		out.block(0, name, ReasonRebootLoop, h.Block.Detail+"; clear it with clusterrebootd resume --local")
-		return true
+		return hold(name, ReasonRebootLoop, h.Block.Detail+"; clear it with clusterrebootd resume --local")
 	}
 	if !progress.hooks && len(cfg.PostRebootHooks) > 0 {
 		if cfg.DryRun || mode.Simulate {
 			out.step(0, "post_reboot_hooks", DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
 		} else if err := d.deps.Hooks.Run(ctx, cfg.PostRebootHooks); err != nil {
-			out.block(0, "post_reboot_hooks", ReasonPostReboot, err.Error())
-			return true
+			return hold("post_reboot_hooks", ReasonPostReboot, err.Error())
 		} else {
 			out.step(0, "post_reboot_hooks", DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
 		}
@@ -106,8 +112,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	}
 	rep := d.deps.Detect.Detect(ctx, cfg)
 	if rep.Err != nil {
-		out.block(0, "post_reboot_detect", ReasonDetector, rep.Err.Error())
-		return true
+		return hold("post_reboot_detect", ReasonDetector, rep.Err.Error())
 	}
 	if rep.RebootRequired {
 		detail := fmt.Sprintf("the node still needs a reboot after the coordinated reboot requested at %s", m.RequestedAt.UTC().Format(time.RFC3339))
@@ -116,15 +121,13 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 				detail += "; " + err.Error()
 			}
 		}
-		out.block(0, "post_reboot_detect", ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
-		return true
+		return hold("post_reboot_detect", ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
 	}
 	out.step(0, "post_reboot_detect", DecisionPass, "", "no detector fires after the reboot")
 	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePostReboot, d.View())
 	d.countHealth(gr)
 	if !gr.Healthy {
-		out.block(0, "post_reboot_health", ReasonPostReboot, gr.Reason)
-		return true
+		return hold("post_reboot_health", ReasonPostReboot, gr.Reason)
 	}
 	out.step(0, "post_reboot_health", DecisionPass, "", gr.Reason)
 	if mode.Simulate {
@@ -270,4 +273,27 @@ func oneLine(s string, max int) string {
 		b = append(b[:max], '.', '.', '.')
 	}
 	return string(b)
+}
+
+// keepSlot renews this node's reboot slot through the child (complete
+// --keep). A failure is logged: the node is blocked anyway, and the slot
+// then frees itself when its lease runs out.
+func (d *Driver) keepSlot(ctx context.Context, cfg config.Config) {
+	var res CompleteResult
+	code, err := d.deps.Child.Run(ctx, StepComplete, CompleteArgs{Keep: true}.Args(), cfg, &res)
+	if err != nil || code != exitcode.OK {
+		detail := res.Error
+		if err != nil {
+			detail = err.Error()
+		}
+		d.log.Warn("cannot renew the reboot slot while the post-reboot checks fail; it frees itself when its lease runs out",
+			"event", "slot_keep_failed", "error", detail)
+	}
+}
+
+// stateDirError says what to do about a history that cannot be read or
+// written: it is not a reboot loop, and resume --local (which would skip
+// the post-reboot checks) is not the answer.
+func stateDirError(err error) string {
+	return err.Error() + "; make state_dir writable (free space, permissions): the post-reboot steps go on at the next cycle"
 }

@@ -29,6 +29,7 @@ func TestPostReboot(t *testing.T) {
 		reason     string // "" when the cycle went on to its normal end
 		markerLeft bool
 		children   []string
+		keep       bool // the child step was complete --keep
 		hooks      int
 		check      func(t *testing.T, w *world)
 	}{
@@ -58,12 +59,23 @@ func TestPostReboot(t *testing.T) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			w.gate.unhealthy["post-reboot"] = true
 			w.detect.required = false
-		}, reason: ReasonPostReboot, markerLeft: true},
+		}, reason: ReasonPostReboot, markerLeft: true, children: []string{StepComplete}, keep: true},
 		{name: "hook fails", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/false"}}}
 			w.hooks.err = exitcode.Errorf(exitcode.RebootFailed, "hook x exited 1")
-		}, reason: ReasonPostReboot, markerLeft: true, hooks: 1},
+		}, reason: ReasonPostReboot, markerLeft: true, hooks: 1, children: []string{StepComplete}, keep: true},
+		{name: "history cannot be written: post_reboot, not reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			w.detect.required = false
+			if err := os.MkdirAll(HistoryPath(w.stateDir), 0o755); err != nil { // a directory: every write fails
+				t.Fatal(err)
+			}
+		}, reason: ReasonPostReboot, markerLeft: true, children: []string{StepComplete}, keep: true, check: func(t *testing.T, w *world) {
+			if h, err := ReadHistory(w.stateDir); err == nil {
+				t.Errorf("history readable: %+v", h)
+			}
+		}},
 		{name: "dry run skips hooks", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			cfg.DryRun = true
@@ -77,7 +89,7 @@ func TestPostReboot(t *testing.T) {
 		}, reason: ReasonEtcd, markerLeft: true, children: []string{StepComplete}},
 		{name: "still needed after the reboot: reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
-		}, reason: ReasonRebootLoop, markerLeft: true, check: func(t *testing.T, w *world) {
+		}, reason: ReasonRebootLoop, markerLeft: true, children: []string{StepComplete}, keep: true, check: func(t *testing.T, w *world) {
 			if h, _ := ReadHistory(w.stateDir); h.Block == nil {
 				t.Error("no block recorded")
 			}
@@ -132,6 +144,11 @@ func TestPostReboot(t *testing.T) {
 			got := w.child.steps()
 			if len(got) != len(tt.children) || (len(got) > 0 && got[0] != tt.children[0]) {
 				t.Errorf("child steps %v, want %v", got, tt.children)
+			}
+			if len(got) > 0 {
+				if keep := strings.Join(w.child.args[0], " ") == "--keep"; keep != tt.keep {
+					t.Errorf("child args %q, want --keep %v", w.child.args[0], tt.keep)
+				}
 			}
 			if w.hooks.calls != tt.hooks {
 				t.Errorf("hooks ran %d times, want %d", w.hooks.calls, tt.hooks)

@@ -248,11 +248,35 @@ type CycleResult struct {
 	View *policy.View `json:"view,omitempty"`
 }
 
+// CompleteArgs are the flags of `crd-lock step complete`.
+type CompleteArgs struct {
+	// Keep renews the slot's lease instead of freeing it: the node is back
+	// but its post-reboot checks fail, and the fleet must wait for it.
+	Keep bool
+}
+
+// Register adds the complete flags to fs.
+func (a *CompleteArgs) Register(fs *flag.FlagSet) {
+	fs.BoolVar(&a.Keep, "keep", false, "renew this node's reboot slot (its whole reboot_slot_ttl_sec again) instead of freeing it")
+}
+
+// Args renders the flags.
+func (a CompleteArgs) Args() []string {
+	if a.Keep {
+		return []string{"--keep"}
+	}
+	return nil
+}
+
 // CompleteResult is the JSON of `step complete`.
 type CompleteResult struct {
 	report.Header
 	// Freed is true when a slot of this node existed and was deleted.
 	Freed bool `json:"freed"`
+	// Kept is true when --keep renewed an existing slot; false with --keep
+	// means there was no slot left to keep (it expired while the node was
+	// down).
+	Kept bool `json:"kept,omitempty"`
 }
 
 // LockEntry is one holder or waiter of the lock (lib/lock.Entry in JSON).

@@ -123,6 +123,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		publishArgs driver.PublishArgs
 		cycleArgs   driver.CycleArgs
 		pauseArgs   driver.PauseArgs
+		compArgs    driver.CompleteArgs
 		metricsArgs driver.ServeMetricsArgs
 		res         any
 		hdr         *report.Header
@@ -138,6 +139,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		r.Outcome = driver.OutcomeBlocked
 		res, hdr = r, &r.Header
 	case driver.StepComplete:
+		compArgs.Register(fs)
 		r := &driver.CompleteResult{}
 		res, hdr = r, &r.Header
 	case driver.StepStatus:
@@ -200,7 +202,11 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case driver.StepCycle:
 		err = s.cycle(ctx, cycleArgs, res.(*CycleResult))
 	case driver.StepComplete:
-		err = s.complete(ctx, res.(*driver.CompleteResult))
+		if compArgs.Keep {
+			err = s.keepSlot(ctx, res.(*driver.CompleteResult))
+		} else {
+			err = s.complete(ctx, res.(*driver.CompleteResult))
+		}
 	case driver.StepStatus:
 		err = s.status(ctx, res.(*driver.StatusResult))
 	case driver.StepPause:

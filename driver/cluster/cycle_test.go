@@ -401,3 +401,35 @@ func TestCycleSlotRenewedBeforeReboot(t *testing.T) {
 		t.Errorf("slot lease has %d s left after a 3 s hook; want it renewed to about 60", ttl.TTL)
 	}
 }
+
+// complete --keep renews the slot of a node that is back but failing its
+// post-reboot checks, so the fleet keeps waiting for it; without a slot
+// (it expired while the node was down) there is nothing to keep.
+func TestCompleteKeepRenewsTheSlot(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	n.cfg["reboot_slot_ttl_sec"] = 60
+	if o := n.run("cycle"); o.code != exitcode.OK {
+		t.Fatalf("cycle = %d\n%s", o.code, o.stderr)
+	}
+	_, lease := slotOf(t, c, ns, "node-a")
+	time.Sleep(2100 * time.Millisecond)
+	o := n.run("complete", "--keep")
+	if o.code != exitcode.OK || o.json["kept"] != true || o.json["freed"] != false {
+		t.Fatalf("complete --keep = %d %s", o.code, o.stdout)
+	}
+	ttl, err := c.TimeToLive(context.Background(), clientv3.LeaseID(lease))
+	if err != nil || ttl.TTL < 59 {
+		t.Errorf("slot lease TTL %+v, %v after --keep; want about 60 again (57 without)", ttl, err)
+	}
+	if val, _ := slotOf(t, c, ns, "node-a"); val == "" {
+		t.Error("--keep removed the slot")
+	}
+	if _, err := c.Revoke(context.Background(), clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	if o := n.run("complete", "--keep"); o.code != exitcode.OK || o.json["kept"] != nil {
+		t.Errorf("complete --keep without a slot = %d %s, want exit 0, not kept", o.code, o.stdout)
+	}
+}

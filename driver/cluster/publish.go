@@ -132,6 +132,34 @@ func (s *session) complete(ctx context.Context, res *driver.CompleteResult) erro
 	return nil
 }
 
+// keepSlot renews this node's reboot slot while it is back but failing its
+// post-reboot checks: the slot, granted before the reboot, would otherwise
+// run out and let the next node follow one that is not healthy again. A
+// slot that already expired is not re-taken (that needs the lock).
+func (s *session) keepSlot(ctx context.Context, res *driver.CompleteResult) error {
+	rctx, cancel := s.rpcCtx(ctx)
+	defer cancel()
+	resp, err := s.client.Get(rctx, s.slotKey())
+	if err != nil {
+		return s.etcdErr(ctx, "reading the reboot slot "+s.slotKey(), err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+		s.log.Warn("no reboot slot left to keep: it expired while the node was down; other nodes may reboot",
+			"event", "slot_gone", "key", s.slotKey(), "slot_ttl_sec", s.cfg.RebootSlotTTLSec)
+		return nil
+	}
+	ka, err := s.client.KeepAliveOnce(rctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	if err != nil {
+		return s.etcdErr(ctx, "renewing the reboot slot "+s.slotKey(), err)
+	}
+	res.Kept = ka.TTL > 0
+	s.log.Info("reboot slot kept while the post-reboot checks fail", "event", "slot_kept", "key", s.slotKey(), "ttl_sec", ka.TTL)
+	return nil
+}
+
 // status reads the view and the lock of this node's group.
 func (s *session) status(ctx context.Context, res *driver.StatusResult) error {
 	v, err := s.readView(ctx)
