@@ -137,6 +137,7 @@ func TestValidationErrors(t *testing.T) {
 		{"duplicate detector names", "reboot_required_detectors:\n  - {type: auto, name: a}\n  - {type: kernel, name: a}\n", "names must be unique"},
 		{"fraction", "cluster_policies:\n  min_healthy_fraction: 1.5\n", "min_healthy_fraction: 1.5 must be between 0 and 1"},
 		{"fallback without nodes", "cluster_policies:\n  forbid_if_only_fallback_left: true\n", "cluster_policies.fallback_nodes: is empty"},
+		{"password in an endpoint is not printed", "etcd_endpoints: [\"http://crd:s3cret@e:2379\"]\n", `etcd_endpoints[0]: "http://crd:***@e:2379" is not`},
 		{"endpoint not url", "etcd_endpoints: [\"etcd-1:2379\"]\n", "etcd_endpoints[0]: \"etcd-1:2379\" is not an http:// or https:// URL"},
 		{"http with tls", "etcd_endpoints: [\"http://e:2379\"]\netcd_tls: {enabled: true, ca_file: /ca.pem}\n", "plain http while etcd_tls.enabled"},
 		{"cert without key", "etcd_endpoints: [\"https://e:2379\"]\netcd_tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem}\n", "cert_file and key_file go together"},
@@ -177,6 +178,9 @@ func TestValidationErrors(t *testing.T) {
 			_, err := load(t, tt.body)
 			if err == nil {
 				t.Fatalf("want an error containing %q", tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the error prints the password: %v", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q\n does not contain %q", err, tt.want)

@@ -118,6 +118,22 @@ func checkEndpoint(e string) (scheme string, err error) {
 	return scheme, splitHostPort(rest)
 }
 
+// redactUserinfo hides a password written into an endpoint
+// (scheme://user:password@host:port), which is refused, so that the error
+// does not print it (docs/security.md: the etcd password is never printed).
+func redactUserinfo(e string) string {
+	scheme, rest, ok := strings.Cut(e, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return e
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		return e
+	}
+	return scheme + "://" + user + ":***" + rest[at:]
+}
+
 // Validate checks cfg; source names the file in messages. checkWindow may be
 // nil (window specs are then not parsed).
 func Validate(cfg *Config, source string, checkWindow WindowValidator) error {
@@ -363,7 +379,7 @@ func (v *validator) etcd() {
 		f := fmt.Sprintf("etcd_endpoints[%d]", i)
 		scheme, err := checkEndpoint(e)
 		if err != nil {
-			v.bad(f, "%q is not an http:// or https:// URL with host and port, e.g. https://etcd-1:2379: %v", e, err)
+			v.bad(f, "%q is not an http:// or https:// URL with host and port, e.g. https://etcd-1:2379: %v", redactUserinfo(e), err)
 			continue
 		}
 		if c.EtcdTLS.Enabled && scheme != "https" {
