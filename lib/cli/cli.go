@@ -101,6 +101,7 @@ func (c *Common) Load(fs *flag.FlagSet, override func(*config.Config)) (config.C
 	if err != nil {
 		return cfg, err
 	}
+	file := cfg
 	if c.Node != "" {
 		cfg.NodeName = c.Node
 	}
@@ -115,9 +116,32 @@ func (c *Common) Load(fs *flag.FlagSet, override func(*config.Config)) (config.C
 		cfg.NodeName = h
 	}
 	if err := config.Validate(&cfg, c.ConfigPath, window.Validate); err != nil {
-		return cfg, err
+		return cfg, blameFlags(err, &file, c.ConfigPath)
 	}
 	return cfg, nil
+}
+
+// blameFlags marks the problems that the file alone does not have: a flag
+// or a CRD_* variable set that value, and the message says so instead of
+// naming a file (which may not even exist).
+func blameFlags(err error, file *config.Config, path string) error {
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	inFile := map[string]bool{}
+	var fe *config.ValidationError
+	if errors.As(config.Validate(file, path, window.Validate), &fe) {
+		for _, p := range fe.Problems {
+			inFile[p.Field+"\x00"+p.Message] = true
+		}
+	}
+	for i, p := range ve.Problems {
+		if !inFile[p.Field+"\x00"+p.Message] {
+			ve.Problems[i].Where = config.FromFlags
+		}
+	}
+	return err
 }
 
 // Output resolves --format (extra lists tool-specific formats).

@@ -39,8 +39,15 @@ type ValidationError struct {
 	Problems []Problem
 }
 
+// FromFlags is Problem.Where for a value that a flag or a CRD_* variable
+// set over the file: the message must not send the reader to the file.
+const FromFlags = "a flag or CRD_* variable"
+
 func (e *ValidationError) Error() string {
 	msg := "config " + e.Source + ": " + e.Problems[0].String()
+	if e.Problems[0].Where == FromFlags {
+		msg = e.Problems[0].String()
+	}
 	if len(e.Problems) > 1 {
 		msg += fmt.Sprintf(" (and %d more; see clusterrebootd validate-config)", len(e.Problems)-1)
 	}

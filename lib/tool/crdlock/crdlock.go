@@ -89,7 +89,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// only, so no plain one-line message there.
 		return cli.Quiet(cluster.RunStep(ctx, rest, stdin, stdout, stderr))
 	case "acquire":
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock, section ACQUIRE AND RELEASE)")
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock)")
 		return writeUsageError(stdout, sub, err)
 	default:
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status or release", sub)
@@ -159,10 +159,12 @@ func (f *flags) load(fs *flag.FlagSet) (config.Config, string, error) {
 		if cli.IsSet(fs, "group") {
 			c.Group = f.group
 		}
-		if f.maxHolders != 0 {
+		// Given, a flag counts whatever its value: --ttl 0 is refused by
+		// validation like lock_ttl_sec: 0, not taken as "the default".
+		if cli.IsSet(fs, "max-holders") {
 			c.MaxHolders = f.maxHolders
 		}
-		if f.ttl != 0 {
+		if cli.IsSet(fs, "ttl") {
 			c.LockTTLSec = f.ttl
 		}
 	})

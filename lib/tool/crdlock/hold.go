@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -91,6 +92,12 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	argv := fs.Args()
 	res.Argv = argv
+	if *timeout < 0 {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: --timeout %s: must not be negative (0 waits for ever)", *timeout))
+	}
+	if *grace < 0 {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: --kill-grace %s: must not be negative", *grace))
+	}
 	if len(argv) == 0 {
 		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: no COMMAND given: crd-lock hold [flags] -- COMMAND [ARGS...]"))
 	}
@@ -102,6 +109,10 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	logger, err := f.common.Logger(stderr, tool)
 	if err != nil {
 		return finish(err)
+	}
+	if ttl := time.Duration(cfg.LockTTLSec) * time.Second; cli.IsSet(fs, "kill-grace") && *grace >= ttl/3 {
+		logger.Warn("--kill-grace is not below a third of the lock TTL: after a lost lock, COMMAND may still run when the next holder starts",
+			"kill_grace", *grace, "lock_ttl_sec", cfg.LockTTLSec)
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {

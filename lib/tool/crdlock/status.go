@@ -166,8 +166,9 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return finish(err)
 	}
-	if res.Holder != cfg.NodeName && !*force {
-		return finish(exitcode.Errorf(exitcode.LockBusy, "crd-lock: release: %s is node %s's, not this node's (%s): check it is really stuck (crd-lock status), then pass --force", key, res.Holder, cfg.NodeName))
+	logger, err := f.common.Logger(stderr, tool)
+	if err != nil {
+		return finish(err)
 	}
 	client, err := f.connect(ctx, cfg)
 	if err != nil {
@@ -176,7 +177,29 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer client.Close()
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Duration(cfg.EtcdDialTimeoutSec)*time.Second)
 	defer cancel()
+	other := res.Holder != cfg.NodeName
+	nothing := func() {
+		logger.Warn("no entry of this node under the lock key: nothing to release; check the name with crd-lock status",
+			"holder", res.Holder, "key", key)
+	}
+	if other && !*force {
+		// Refused only when there is something to refuse: the entries exist.
+		info, err := lock.Entries(qctx, client, key)
+		if err != nil {
+			return finish(err)
+		}
+		for _, e := range append(info.Holders, info.Waiters...) {
+			if e.Node == res.Holder {
+				return finish(exitcode.Errorf(exitcode.LockBusy, "crd-lock: release: %s is node %s's, not this node's (%s): check it is really stuck (crd-lock status), then pass --force", key, res.Holder, cfg.NodeName))
+			}
+		}
+		nothing()
+		return finish(nil)
+	}
 	released, err := lock.Evict(qctx, client, key, res.Holder)
 	res.Released = released
+	if err == nil && len(released) == 0 && other {
+		nothing()
+	}
 	return finish(err)
 }
