@@ -188,7 +188,7 @@ func probeWritable(dir string) error {
 			if err := unix.Access(d, unix.W_OK|unix.X_OK); err != nil {
 				return fmt.Errorf("%s: %w", d, err)
 			}
-			return nil
+			return probeSpace(d)
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return unwrapPathErr(err)
@@ -199,6 +199,30 @@ func probeWritable(dir string) error {
 		}
 		d = parent
 	}
+}
+
+// minFree is what writing the marker needs at least: the temporary file's
+// block (the marker is well under 4 KiB) and the directory's, with margin.
+const minFree = 16 << 10
+
+// probeSpace reports a full file system: the access check alone says yes
+// on a full disk, where the real run's marker write fails.
+func probeSpace(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil // cannot tell; the access check passed
+	}
+	avail := st.Bavail
+	if os.Geteuid() == 0 {
+		avail = st.Bfree // root may use the reserved blocks
+	}
+	if free := avail * uint64(st.Bsize); free < minFree {
+		return fmt.Errorf("%s: no space left on device (%d bytes free)", dir, free)
+	}
+	if st.Files > 0 && st.Ffree == 0 { // Files 0: the file system does not count inodes
+		return fmt.Errorf("%s: no free inodes", dir)
+	}
+	return nil
 }
 
 // tail keeps the last n bytes of s.

@@ -214,6 +214,30 @@ func TestDoDryRunReadOnly(t *testing.T) {
 	}
 }
 
+// A dry run on a full file system reports that a real run would fail: the
+// access check alone says yes there, and the real marker write fails.
+func TestDoDryRunDiskFull(t *testing.T) {
+	dir := mountTmpfs(t, "size=64k", 0)
+	f, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	_, err = Do(context.Background(), Options{Node: "n", Command: []string{"/bin/true"}, StateDir: dir, DryRun: true})
+	if exitcode.CodeOf(err) != exitcode.RebootFailed || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("dry run on a full disk: err %v, want the real run's refusal", err)
+	}
+	if _, err := Do(context.Background(), Options{Node: "n", Command: []string{"/bin/true"}, StateDir: dir}); exitcode.CodeOf(err) != exitcode.RebootFailed {
+		t.Fatalf("real run on a full disk: err %v, want exit 9", err)
+	}
+}
+
 // When the marker cannot be removed after a failure, the error says so.
 func TestDoMarkerNotRemovable(t *testing.T) {
 	dir := t.TempDir()
