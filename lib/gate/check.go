@@ -53,7 +53,11 @@ func checkScript(path string, euid int) error {
 	}
 	mode := fi.Mode()
 	if !mode.IsRegular() {
-		return exitcode.Errorf(exitcode.Config, "gate: health script %s is not a regular file (%s); point health_script at an executable file", name, mode.Type())
+		kind := "not a regular file"
+		if mode.IsDir() {
+			kind = "a directory"
+		}
+		return exitcode.Errorf(exitcode.Config, "gate: health script %s is %s; point health_script at an executable file", name, kind)
 	}
 	if mode.Perm()&0o111 == 0 {
 		return exitcode.Errorf(exitcode.Config, "gate: health script %s is not executable; chmod 0755 %s", name, real)

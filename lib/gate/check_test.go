@@ -60,7 +60,7 @@ func TestCheckScript(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, euid, "not a regular file"},
+		}, euid, "is a directory; point health_script at an executable file"},
 		{"not executable", func(t *testing.T, dir string) string {
 			return writeScript(t, dir, "s", "exit 0", 0o644)
 		}, euid, "is not executable; chmod 0755"},

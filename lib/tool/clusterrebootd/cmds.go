@@ -15,6 +15,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -79,7 +80,18 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			err = derr
 		}
 	}
-	if err != nil {
+	if err == nil && cfg.HealthScript != "" {
+		// So does the gate's check of the script (it exists, is executable,
+		// and nobody but its owner or root can change it): every cycle would
+		// block on it. Not part of loading, which every tool does: crd-detect
+		// has no business failing over a health script.
+		if gerr := gate.CheckScript(cfg.HealthScript); gerr != nil {
+			p := config.Problem{Field: "health_script", Message: strings.TrimPrefix(gerr.Error(), "gate: ")}
+			res.Problems = append(res.Problems, p)
+			err = exitcode.Errorf(exitcode.Config, "config %s: 1 problem(s), the first: %s", b.c.ConfigPath, p)
+		}
+	}
+	if err != nil && len(res.Problems) == 0 {
 		var ve *config.ValidationError
 		if errors.As(err, &ve) {
 			res.Problems = ve.Problems
