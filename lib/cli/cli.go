@@ -12,7 +12,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/peterbourgon/ff/v3"
 
@@ -66,9 +68,41 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	}
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "error parsing commandline arguments: ")
-		return exitcode.Errorf(exitcode.Config, "%s: %s (see %s --help)", fs.Name(), msg, fs.Name())
+		return exitcode.Errorf(exitcode.Config, "%s: %s%s (see %s --help)", fs.Name(), msg, valueHint(fs, msg), fs.Name())
 	}
 	return nil
+}
+
+// valueHint says what a flag's value should look like when the flag
+// package's "parse error" does not: "invalid value "30" for flag -timeout:
+// parse error" is a duration without its unit.
+func valueHint(fs *flag.FlagSet, msg string) string {
+	var name string
+	for _, pre := range []string{"for flag -", "for -", `from environment variable "`} {
+		if _, rest, ok := strings.Cut(msg, pre); ok {
+			name, _, _ = strings.Cut(rest, ":")
+			name = strings.TrimSuffix(name, `"`)
+			break
+		}
+	}
+	if strings.HasPrefix(name, EnvPrefix+"_") {
+		name = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, EnvPrefix+"_")), "_", "-")
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return ""
+	}
+	switch f.Value.(type) {
+	case interface{ IsBoolFlag() bool }:
+		return "; use true or false"
+	}
+	if _, err := time.ParseDuration(f.DefValue); err == nil && strings.ContainsAny(f.DefValue, "hms") {
+		return "; a duration needs its unit, such as 30s, 10m or 1h"
+	}
+	if _, err := strconv.Atoi(f.DefValue); err == nil {
+		return "; use a whole number"
+	}
+	return ""
 }
 
 func usage(fs *flag.FlagSet) func() {

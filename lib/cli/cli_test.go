@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -145,5 +146,33 @@ func TestLoggerAndOutput(t *testing.T) {
 	c.Format = "text"
 	if f, err := c.Output(io.Discard); err != nil || f != "text" {
 		t.Errorf("%v %v", f, err)
+	}
+}
+
+// A value the flag package cannot parse gets a hint of its form: "parse
+// error" alone does not say that 30 needs a unit.
+func TestParseErrorHints(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--timeout", "30"}, "", `invalid value "30" for flag -timeout: parse error; a duration needs its unit, such as 30s`},
+		{[]string{"--count", "x"}, "", "; use a whole number"},
+		{[]string{"--dry-run=maybe"}, "", "; use true or false"},
+		{nil, "CRD_TIMEOUT=30", `from environment variable "CRD_TIMEOUT": parse error; a duration needs its unit`},
+	} {
+		fs := flag.NewFlagSet("crd-x", flag.ContinueOnError)
+		fs.Duration("timeout", time.Minute, "")
+		fs.Int("count", 3, "")
+		fs.Bool("dry-run", false, "")
+		if tc.env != "" {
+			k, v, _ := strings.Cut(tc.env, "=")
+			t.Setenv(k, v)
+		}
+		err := Parse(fs, tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || exitcode.CodeOf(err) != exitcode.Config {
+			t.Errorf("%v %s: %v, want %q", tc.args, tc.env, err, tc.want)
+		}
 	}
 }
