@@ -219,7 +219,7 @@ func (v *validator) absPath(field, p string, required bool) {
 func (v *validator) check() {
 	c := v.cfg
 	if !validName(c.NodeName, 253, true) {
-		v.bad("node_name", "%q is not a valid node name: use letters, digits, '.', '_' or '-' (it becomes part of etcd keys)", c.NodeName)
+		v.bad("node_name", "%q is not a valid node name: use 1 to 253 letters, digits, '.', '_' or '-', starting with a letter or digit (it becomes part of etcd keys)", c.NodeName)
 	}
 	v.detectors()
 	v.absPath("health_script", c.HealthScript, false)
