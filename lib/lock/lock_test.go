@@ -544,12 +544,7 @@ func TestUnreachableIsEtcdUnavailable(t *testing.T) {
 // A partition: the holder stops hearing from etcd. It must give the lock up
 // before the server can expire the lease and hand it to someone else.
 func TestLostOnPartitionBeforeServerExpiry(t *testing.T) {
-	p, err := etcdtest.NewProxy(embedded.Endpoint[len("http://"):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	viaProxy := newClient(t, "http://"+p.Addr)
+	p, viaProxy := proxied(t)
 	direct := newClient(t, embedded.Endpoint)
 	h, err := Acquire(context.Background(), viaProxy, opts("/t/partition/lock", "a"))
 	if err != nil {
@@ -586,12 +581,7 @@ func TestLostOnPartitionBeforeServerExpiry(t *testing.T) {
 // just before the server expires the lease (seen: 2.4 s with TTL 30); it
 // must still give up about TTL/3 before.
 func TestLostOnPartitionRightAfterWaiting(t *testing.T) {
-	p, err := etcdtest.NewProxy(embedded.Endpoint[len("http://"):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	viaProxy := newClient(t, "http://"+p.Addr)
+	p, viaProxy := proxied(t)
 	direct := newClient(t, embedded.Endpoint)
 	const key = "/t/partition-after-wait/lock"
 	first, err := Acquire(context.Background(), direct, opts(key, "first"))
@@ -713,4 +703,16 @@ func TestStatusAndEntriesWithALongQueue(t *testing.T) {
 	if entries.Waiters[0].TTLRemainingSec != TTLUnknown {
 		t.Errorf("Entries looked up a TTL: %d", entries.Waiters[0].TTLRemainingSec)
 	}
+}
+
+// proxied returns a TCP proxy to the test etcd that can cut the link, and a
+// client that talks through it.
+func proxied(t *testing.T) (*etcdtest.Proxy, *clientv3.Client) {
+	t.Helper()
+	p, err := etcdtest.NewProxy(embedded.Endpoint[len("http://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, newClient(t, "http://"+p.Addr)
 }
