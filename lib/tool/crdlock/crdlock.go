@@ -68,12 +68,13 @@ const tool = "crd-lock"
 
 // Run is the entry point of crd-lock.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+	if len(args) == 0 {
+		// One line on stderr, as for every usage error: it says what to do.
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status or release (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		return writeUsageError(stdout, "", err)
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
-		if len(args) == 0 {
-			err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status or release")
-			return writeUsageError(stdout, "", err)
-		}
 		return flag.ErrHelp
 	}
 	switch sub, rest := args[0], args[1:]; sub {
