@@ -10,8 +10,11 @@ package proc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -140,7 +143,7 @@ func (Exec) Run(ctx context.Context, spec Spec) Result {
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		res.StartErr = err
+		res.StartErr = explainStart(path, err)
 		return res
 	}
 	pgid := cmd.Process.Pid
@@ -251,4 +254,29 @@ func (c *capped) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return string(c.buf)
+}
+
+// explainStart names the missing interpreter when a script that exists
+// cannot be started with ENOENT: "no such file or directory" about a file
+// that is right there sends the reader the wrong way.
+func explainStart(path string, err error) error {
+	if !errors.Is(err, syscall.ENOENT) {
+		return err
+	}
+	f, oerr := os.Open(path)
+	if oerr != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	line, _, _ := strings.Cut(string(head[:n]), "\n")
+	interp, ok := strings.CutPrefix(line, "#!")
+	if !ok {
+		return err
+	}
+	if fields := strings.Fields(interp); len(fields) > 0 {
+		return fmt.Errorf("%w: its interpreter %s (the #! line) does not exist", err, fields[0])
+	}
+	return err
 }

@@ -126,3 +126,17 @@ func TestNotExecutable(t *testing.T) {
 		t.Fatalf("want a start error that is not 'not found', got %+v", r)
 	}
 }
+
+// A script whose #! interpreter is missing fails with ENOENT, about a file
+// that exists: the error names the interpreter. It is still "not found" (a
+// shell's 127).
+func TestMissingInterpreter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(p, []byte("#!/bin/nonexistent -e\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := Exec{}.Run(context.Background(), Spec{Argv: []string{p}})
+	if r.StartErr == nil || !r.NotFound() || !strings.Contains(r.StartErr.Error(), "its interpreter /bin/nonexistent (the #! line) does not exist") {
+		t.Fatalf("want the interpreter named, got %v", r.StartErr)
+	}
+}
