@@ -151,9 +151,9 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 	fmt.Fprintf(&w, "In this run crd-detect took %s ms from fork to exit and crd-window %s ms (medians); a Go program that "+
 		"returns from main at once, built the same way, took %s ms and /bin/true %s ms. So most of a tool's time is "+
 		"the Go runtime's own start-up and exit on this machine, which no Go tool avoids. Round by round, crd-detect "+
-		"took %s ms more than that floor and crd-window %s ms more (medians of the paired differences): the floor "+
-		"itself moves by several milliseconds with the host's load, these differences far less, so they are what "+
-		"to compare between runs and machines. Package initialisation (every package, "+
+		"took %s ms more than that floor and crd-window %s ms more (medians of the paired differences). The floor "+
+		"moves by several milliseconds with the host's load; the differences move less, but they grow on a busy "+
+		"host too, where every page a process touches costs more, so compare runs by them and the floor together. Package initialisation (every package, "+
 		"the runtime's own included) took %s ms (GODEBUG=inittrace=1, summed, each run cold), of which %s ms are gopkg.in/yaml.v3's "+
 		"(two regular expressions compiled and its tables built at start-up, whether or not a file is parsed); the "+
 		"tool's own work (flags, the configuration with its drop-ins, the checks, one JSON object) and the teardown "+
