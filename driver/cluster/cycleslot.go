@@ -104,8 +104,6 @@ func (c *cycleRun) takeSlot() error {
 	return nil
 }
 
-// freeSlot revokes the slot lease (deleting the slot) with a fresh bounded
-// context; when etcd cannot be reached the slot expires with its lease.
 // renewSlot gives the slot its whole TTL again just before the reboot
 // command runs. The hooks may have used up part of it, or all of it: while
 // this node holds its lock seat it is counted anyway, but once the seat is
@@ -129,6 +127,8 @@ func (c *cycleRun) renewSlot() error {
 	return nil
 }
 
+// freeSlot revokes the slot lease (deleting the slot) with a fresh bounded
+// context; when etcd cannot be reached the slot expires with its lease.
 func (c *cycleRun) freeSlot() {
 	if c.slotLease == 0 {
 		return
