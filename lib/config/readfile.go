@@ -83,7 +83,7 @@ func dropIns(dir string) ([]string, error) {
 		return nil, nil
 	case errorIs(err, syscall.ENOTDIR):
 		return nil, fmt.Errorf("%s is not a directory: drop-ins are files named *.yaml inside a directory config.d; "+
-			"move it into one", dir)
+			"make config.d a directory and move the file into it", dir)
 	default:
 		return nil, fmt.Errorf("%v; fix its permissions or remove it", err)
 	}
