@@ -72,10 +72,9 @@ package-deps:
 package-bin:
 	@for arch in $(PKG_ARCHES); do \
 	  mkdir -p $(PKG_BUILD)/$$arch/bin; \
-	  for cmd in $(CMDS); do \
-	    echo "GOARCH=$$arch go build -o build/$$arch/bin/$$cmd ./cmd/$$cmd"; \
-	    GOARCH=$$arch $(GOBUILD) -o $(PKG_BUILD)/$$arch/bin/$$cmd ./cmd/$$cmd; \
-	  done; \
+	  $(foreach cmd,$(CMDS),\
+	    echo "GOARCH=$$arch $(call goenv,$(cmd))go build -o build/$$arch/bin/$(cmd) ./cmd/$(cmd)"; \
+	    GOARCH=$$arch $(call goenv,$(cmd))$(GOBUILD) -o $(PKG_BUILD)/$$arch/bin/$(cmd) ./cmd/$(cmd);) \
 	done
 
 ## Arch-independent files: man pages, docs, changelog, examples #############

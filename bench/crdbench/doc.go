@@ -100,7 +100,8 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 	fmt.Fprintf(&w, "Every figure below comes from one run of `make bench` (%s) on the machine described at the end. ", took.Round(time.Second))
 	w.WriteString("Each figure was measured several times (n); the table gives the median and the 95th percentile " +
 		"(nearest rank), the target from the performance issue, and a peer measured in the same run, so that the ratio " +
-		"holds on a noisy machine. Binaries are built as released: `CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`.\n\n")
+		"holds on a noisy machine. Binaries are built as released: `CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`, " +
+		"the four local tools with `GOEXPERIMENT=nogreenteagc` (below).\n\n")
 	w.WriteString(markdownTable(rows))
 	w.WriteString("\n")
 	fmt.Fprintf(&w, "![Idle VmRSS over time](%s)\n\n![Handover latency distribution](%s)\n\n", rssSVG, hoSVG)
@@ -164,7 +165,12 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"os.File (whose first use starts the network poller and the finalizer goroutine), and lib/stackreserve grows "+
 		"the main stack to 32 KiB once, before yaml.v3 initialises, instead of twice while deep in its parser "+
 		"(runtime.newstack was 7 %% of crd-detect's samples), and the JSON result is written by a hand-written "+
-		"encoder (report.Appender, tested against encoding/json) instead of encoding/json's reflection. What is left above the floor is mostly yaml.v3: its "+
+		"encoder (report.Appender, tested against encoding/json) instead of encoding/json's reflection. The Go runtime "+
+		"itself is set for a short life: the local tools are built with Go's previous garbage collector "+
+		"(GOEXPERIMENT=nogreenteagc), whose mark bits live apart from the heap's spans, so a run touches about 25 "+
+		"fewer pages, and they take GOMAXPROCS from the CPU count instead of reading the cgroup's CPU quota at start "+
+		"(//go:debug containermaxprocs=0; docs/decisions.md). The floor program keeps Go's defaults: it stands for any "+
+		"Go program. What is left above the floor is mostly yaml.v3: its "+
 		"initialisation (with the unicode tables its regular expressions pull in) and the first, cold parse.\n\n",
 		num(median(det.Samples)), num(median(win.Samples)), num(median(gof.Samples)), num(median(gof.PeerSamples)),
 		num(median(above.Samples)), num(median(above.PeerSamples)), num(median(ini.Samples)), num(median(ini.PeerSamples)))
