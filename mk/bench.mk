@@ -20,7 +20,8 @@ TEST_TARGETS += bench-smoke
 
 .PHONY: bench bench-scale bench-smoke bench-tools bench-queue
 
-# floor and stamp are built like the product; crdbench is a test harness.
+# floor and stamp are built with the product's flags and Go's defaults (the
+# floor stands for any Go program); crdbench is a test harness.
 bench-tools:
 	@mkdir -p $(BENCH_BIN)
 	$(GOBUILD) -o $(BENCH_BIN)/floor ./bench/floor

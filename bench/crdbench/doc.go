@@ -150,7 +150,7 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		find(rows, "crd_detect_above_floor")
 	w.WriteString("## Start-up of crd-detect and crd-window\n\n")
 	fmt.Fprintf(&w, "In this run crd-detect took %s ms from fork to exit and crd-window %s ms (medians); a Go program that "+
-		"returns from main at once, built the same way, took %s ms and /bin/true %s ms. So most of a tool's time is "+
+		"returns from main at once, built with the same flags and Go's defaults, took %s ms and /bin/true %s ms. So most of a tool's time is "+
 		"the Go runtime's own start-up and exit on this machine, which no Go tool avoids. Round by round, crd-detect "+
 		"took %s ms more than that floor and crd-window %s ms more (medians of the paired differences). The floor "+
 		"moves by several milliseconds with the host's load; the differences move less, but they grow on a busy "+
@@ -217,7 +217,7 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"config.d as the packages install it. The order is random because on this VM a process's start depends on "+
 		"what ran just before it: a Go program that only exits took 9.3 ms after a process that had touched 20 MiB "+
 		"and 8.0 ms after /bin/true. `/bin/true` is the cost of starting any process, `bench/floor exit` (a Go "+
-		"program built like the product that returns from main at once) the cost of starting any Go program: the "+
+		"program built with the product's flags and Go's defaults that returns from main at once) the cost of starting any Go program: the "+
 		"runtime's own start-up (threads, heap, signal set-up). `make bench-tools-time` runs these rows alone.\n", p.toolRuns, p.toolRuns)
 	fmt.Fprintf(&w, "- **Queue.** %d nodes in one process (lib/lock, 8 shared clients, one lease per node, TTL 60 s) "+
 		"queue on one key strictly one after another; the first holds until all are queued, then each holder releases "+
