@@ -190,7 +190,7 @@ attest: $(COSIGN)
 	@test -n "$(COSIGN_KEY)" || { echo "attest: set COSIGN_KEY=path/to/cosign.key"; exit 1; }
 	@for pkg in $(DIST)/*.deb $(DIST)/*.rpm; do \
 	  case "$$pkg" in *amd64*|*x86_64*) arch=amd64;; *) arch=arm64;; esac; \
-	  $(ROOT)/packaging/provenance "$$pkg" $(COMMIT) $(SOURCE_DATE_EPOCH) > "$$pkg.provenance.json"; \
+	  LOCAL_TOOLS="$(LOCAL_TOOLS)" $(ROOT)/packaging/provenance "$$pkg" $(COMMIT) $(SOURCE_DATE_EPOCH) > "$$pkg.provenance.json"; \
 	  $(COSIGN) attest-blob --yes --key $(COSIGN_KEY) --tlog-upload=false --new-bundle-format \
 	    --type cyclonedx --predicate $(DIST)/clusterrebootd_$(VERSION)_$$arch.cdx.json \
 	    --bundle "$$pkg.sbom.sigstore.json" "$$pkg" >/dev/null; \
