@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -103,4 +104,15 @@ func unwrapPathErr(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// withoutPath is err without the path of the *fs.PathError inside it, which
+// the message around it already names; what wraps it (proc's note on a
+// missing #! interpreter) stays.
+func withoutPath(err error) error {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	return errors.New(strings.Replace(err.Error(), pe.Error(), pe.Err.Error(), 1))
 }

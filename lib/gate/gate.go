@@ -187,7 +187,7 @@ func Run(ctx context.Context, runner proc.Runner, script string, timeout time.Du
 	}
 	switch {
 	case pr.StartErr != nil:
-		return blocked("could not be started: %v", unwrapPathErr(pr.StartErr))
+		return blocked("could not be started: %v", withoutPath(pr.StartErr))
 	case pr.Canceled:
 		return fail(exitcode.New(exitcode.Interrupted, fmt.Errorf("gate: health script %s stopped: the check was interrupted: %w", script, context.Canceled)))
 	case pr.TimedOut:

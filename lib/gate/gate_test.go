@@ -128,8 +128,8 @@ func TestRun(t *testing.T) {
 			}},
 		{name: "bad interpreter cannot start", body: "", perm: 0o755, code: exitcode.HealthBlocked,
 			check: func(t *testing.T, r Result) {
-				if !strings.Contains(r.Reason, "could not be started") {
-					t.Errorf("%+v", r)
+				if !strings.Contains(r.Reason, "could not be started: no such file or directory: its interpreter /nonexistent/interpreter (the #! line) does not exist") {
+					t.Errorf("the reason must name the missing interpreter: %+v", r)
 				}
 			}},
 		{name: "no script configured blocks", noScript: true, code: exitcode.HealthBlocked,
