@@ -224,8 +224,26 @@ func TestWatchStopsChild(t *testing.T) {
 			if out.Reason != tt.reason || out.Action != tt.action || out.Step != 5 {
 				t.Fatalf("got %s/%s step %d: %s", out.Action, out.Reason, out.Step, out.Detail)
 			}
+			if tt.reason != ReasonNotNeeded && !strings.HasPrefix(out.Detail, "stopped waiting for the lock: ") {
+				t.Errorf("detail %q", out.Detail)
+			}
 		})
 	}
+	// The watch goes on under the lock, until the reboot command: the
+	// detail says so when the child already held the lock.
+	t.Run("window closed under the lock", func(t *testing.T) {
+		w := newWorld(t)
+		w.child.answers[StepCycle] = answer{block: true, blockJSON: `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted",` +
+			`"outcome":"blocked","reason":"interrupted","lease_id":"694d9a","fencing_token":42}`}
+		w.child.started = make(chan struct{})
+		d := newDriver(t, w, testConfig(w), nil)
+		d.WatchEvery = time.Millisecond
+		go func() { <-w.child.started; w.windows.setOpen(false) }()
+		out := d.RunOnce(context.Background(), Mode{})
+		if out.Reason != ReasonWindow || !strings.HasPrefix(out.Detail, "stopped under the lock, before the reboot command") {
+			t.Fatalf("got %s: %s", out.Reason, out.Detail)
+		}
+	})
 	t.Run("daemon stopping", func(t *testing.T) {
 		w := newWorld(t)
 		w.child.answers[StepCycle] = answer{block: true}

@@ -81,7 +81,13 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, out *Outco
 	out.backoff = true
 	switch {
 	case reason != "":
-		out.block(5, "cluster", reason, "stopped waiting for the lock: "+detail)
+		phase := "stopped waiting for the lock: "
+		if err == nil && res.FencingToken != 0 {
+			// The child held the lock: it had passed the checks under it and
+			// may have been running pre-reboot hooks (docs/daemon.md).
+			phase = "stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; nothing undoes it): "
+		}
+		out.block(5, "cluster", reason, phase+detail)
 	case ctx.Err() != nil:
 		out.block(5, "cluster", ReasonInterrupted, "stopped while the cluster step ran")
 		out.backoff = false

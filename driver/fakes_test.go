@@ -94,6 +94,8 @@ type answer struct {
 	json  string
 	err   error
 	block bool
+	// blockJSON replaces the interrupted reply of a blocking answer.
+	blockJSON string
 }
 
 type fakeChild struct {
@@ -121,7 +123,11 @@ func (f *fakeChild) Run(ctx context.Context, step string, args []string, cfg con
 			close(started)
 		}
 		<-ctx.Done()
-		_ = json.Unmarshal([]byte(`{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted","outcome":"blocked","reason":"interrupted"}`), out)
+		reply := `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted","outcome":"blocked","reason":"interrupted"}`
+		if a.blockJSON != "" {
+			reply = a.blockJSON
+		}
+		_ = json.Unmarshal([]byte(reply), out)
 		return exitcode.Interrupted, nil
 	}
 	if a.err != nil {
