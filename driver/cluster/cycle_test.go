@@ -378,6 +378,43 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 	assertFree(t, c, n)
 }
 
+// A cluster-wide pause given while the pre-reboot hooks run stops the
+// reboot, as the kill switch file does: the pause key is read again before
+// every hook and before the reboot command.
+func TestCyclePausedDuringHooks(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	ready, resume := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
+	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+resume+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`)
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
+
+	done := make(chan outcome, 1)
+	go func() { done <- n.run("cycle") }()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hook never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.Put(context.Background(), "/t/"+ns+"/disable", `{"reason":"incident INC-7","by":"op","since":"2026-11-30T13:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, resume, "")
+	o := <-done
+	if o.code != exitcode.KillSwitch || o.str("reason") != driver.ReasonPaused || !strings.Contains(o.str("detail"), "paused cluster-wide while the node prepared its reboot (incident INC-7") {
+		t.Fatalf("cycle = %d %s: %s, want 6 paused\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Errorf("reboot command ran after the pause: %q", calls)
+	}
+	if v, _ := slotOf(t, c, ns, "node-a"); v != "" {
+		t.Errorf("slot left after the pause: %s", v)
+	}
+	assertFree(t, c, n)
+}
+
 // Before the reboot command the slot gets its whole TTL again, however long
 // the hooks took: from then on it is what keeps the node counted.
 func TestCycleSlotRenewedBeforeReboot(t *testing.T) {

@@ -20,6 +20,9 @@ func (c *cycleRun) hooks() error {
 		if err := c.alive(); err != nil {
 			return err
 		}
+		if err := c.notPaused("the pre-reboot hooks ran"); err != nil {
+			return err
+		}
 		name := h.Name
 		if name == "" {
 			name = fmt.Sprintf("pre_reboot_hooks[%d]", i)
@@ -53,6 +56,25 @@ func (c *cycleRun) hookEnv() []string {
 	}
 }
 
+// notPaused reads the cluster-wide pause key again: a pause given after the
+// checks under the lock (while the hooks ran) stops the reboot, as the kill
+// switch file does. An unreadable key stops it too.
+func (c *cycleRun) notPaused(while string) error {
+	rctx, cancel := c.rpcCtx(c.uctx)
+	defer cancel()
+	resp, err := c.client.Get(rctx, c.pauseKey())
+	if err != nil {
+		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+" before the reboot", err))
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	p := parsePause(resp.Kvs[0].Value)
+	return c.stop(driver.ReasonPaused, exitcode.Errorf(exitcode.KillSwitch,
+		"cluster: reboots were paused cluster-wide while %s (%s, by %s since %s); nothing was rebooted: run `clusterrebootd resume` to allow them",
+		while, p.Reason, p.By, p.Since.Format("2006-01-02T15:04:05Z07:00")))
+}
+
 func (c *cycleRun) rebootOptions() reboot.Options {
 	o := reboot.FromConfig(c.cfg)
 	o.Root, o.Runner, o.Now = c.w.root, c.w.runner, c.w.now
@@ -65,10 +87,14 @@ func (c *cycleRun) rebootOptions() reboot.Options {
 	return o
 }
 
-// reboot writes the marker and runs reboot_command through lib/reboot (which
-// checks the kill switch once more first).
+// reboot checks the pause key once more, then writes the marker and runs
+// reboot_command through lib/reboot (which checks the kill switch once more
+// first).
 func (c *cycleRun) reboot() error {
 	if err := c.alive(); err != nil {
+		return err
+	}
+	if err := c.notPaused("the node prepared its reboot"); err != nil {
 		return err
 	}
 	rr, err := reboot.Do(c.uctx, c.rebootOptions())
