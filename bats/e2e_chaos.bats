@@ -2,9 +2,10 @@
 # Faults of the machine and the network (PRD 11.4), with real daemons against a real
 # 3-member etcd cluster (bats/lib/sim.bash, docs/e2e.md "Faults"):
 #
-#   disk full      a node's state_dir is full when its reboot is due: it refuses to
-#                  reboot (no marker, reason reboot_failed), says so, keeps running
-#                  and frees the slot and the lock; the others reboot
+#   disk full      a node's state_dir is full when its reboot is due: under the lock it
+#                  refuses before taking a slot or running a hook (no marker, reason
+#                  reboot_failed), says so, keeps running and frees the lock; the others
+#                  reboot
 #   member loss    1 of 3 etcd members stops mid-rollout: the rollout completes, serially
 #   quorum loss    2 of 3 stop mid-rollout: nobody else goes down; members back, the
 #                  rollout completes, nothing stuck
@@ -36,24 +37,25 @@ all_done() {
 	echo "# $(grep '^rollout:' <<<"$output")" >&3
 }
 
-@test "chaos disk full: the node cannot write its marker, refuses to reboot, keeps running, frees slot and lock" {
+@test "chaos disk full: the node cannot write its marker, refuses before the slot, keeps running, frees the lock" {
 	local d pid
 	sim_nodes_add 3
 	sim_state_tmpfs n1 64k
 	d="$(sim_node_dir n1)"
 	sim_need_reboot n1 n2 n3
-	# n1 alone first: it gets the lock and the slot, then fails on the marker.
+	# n1 alone first: it gets the lock, then finds it could not write the marker,
+	# before it takes a slot or runs a hook.
 	sim_start n1
-	_refused() { grep -q 'cannot write reboot marker' "$(sim_log n1)"; }
+	_refused() { grep -q 'cannot take the reboot marker' "$(sim_log n1)"; }
 	_sim_wait 30 _refused
 	pid=$(cat "$d/daemon.pid")
 	# The state_dir the daemon sees is the tmpfs, full to the last block.
 	run -0 stat -f -c '%T %a' "/proc/$pid/root$d/state"
 	assert_output "tmpfs 0"
-	# It said why, with the exit code's name, and gave back what it had taken.
+	# It said why, with the exit code's name, took no slot and gave the lock back.
 	run -0 grep -F '"reason":"reboot_failed"' "$(sim_log n1)"
 	run -0 grep -F 'no space left on device' "$(sim_log n1)"
-	sim_wait_event n1 slot_freed 5
+	assert_equal "$(sim_count_event n1 slot_taken)" 0
 	sim_wait_event n1 lock_released 5
 	assert_equal "$(sim_downs)" 0
 	[[ ! -e "/proc/$pid/root$d/state/reboot-marker.json" ]] || fail "n1 wrote a marker on a full disk"
@@ -69,7 +71,8 @@ all_done() {
 	# n1 is still the same running daemon, still asking for its reboot.
 	kill -0 "$pid" || fail "n1's daemon exited"
 	assert_equal "$(cat "$d/daemon.pid")" "$pid"
-	(($(grep -c 'cannot write reboot marker' "$(sim_log n1)") >= 1))
+	(($(grep -c 'cannot take the reboot marker' "$(sim_log n1)") >= 1))
+	assert_equal "$(sim_count_event n1 slot_taken)" 0
 	assert_equal "$(sim_reboot_required n1)" true
 }
 

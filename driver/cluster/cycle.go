@@ -134,6 +134,9 @@ func (c *cycleRun) run() error {
 	if c.cfg.DryRun {
 		return c.dryRun()
 	}
+	if err := reboot.CheckStateDir(c.cfg.StateDir); err != nil {
+		return c.stop(driver.ReasonRebootFailed, err)
+	}
 	if err := c.takeSlot(); err != nil {
 		return err
 	}

@@ -415,6 +415,34 @@ func TestCyclePausedDuringHooks(t *testing.T) {
 	assertFree(t, c, n)
 }
 
+// A state_dir that cannot take the reboot marker stops the cycle before the
+// slot and the hooks: a retry must not drain the node again and again.
+func TestCycleStateDirUnusableBeforeHooks(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	hookLog := filepath.Join(n.dir, "hook-log")
+	script(t, filepath.Join(n.dir, "hook.sh"), `echo ran >> `+hookLog)
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 5}}
+	writeFile(t, filepath.Join(n.dir, "file"), "")
+	n.cfg["state_dir"] = filepath.Join(n.dir, "file", "state")
+
+	o := n.run("cycle")
+	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonRebootFailed || !strings.Contains(o.str("detail"), "cannot take the reboot marker") {
+		t.Fatalf("cycle = %d %s: %s, want 9 reboot_failed\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
+	}
+	if _, err := os.Stat(hookLog); err == nil {
+		t.Error("the pre-reboot hook ran although the marker could not be written")
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Errorf("reboot command ran: %q", calls)
+	}
+	if v, _ := slotOf(t, c, ns, "node-a"); v != "" {
+		t.Errorf("slot taken: %s", v)
+	}
+	assertFree(t, c, n)
+}
+
 // Before the reboot command the slot gets its whole TTL again, however long
 // the hooks took: from then on it is what keeps the node counted.
 func TestCycleSlotRenewedBeforeReboot(t *testing.T) {

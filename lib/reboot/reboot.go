@@ -174,6 +174,21 @@ func describe(pr proc.Result, timeout time.Duration) string {
 	return why
 }
 
+// CheckStateDir reports, before anything is prepared for a reboot, whether
+// the reboot marker could be written to dir: a directory (or a creatable
+// path) that is writable and not full. The cluster step calls it before it
+// takes a slot and runs the pre-reboot hooks, so that a full or read-only
+// state_dir does not drain the node again on every attempt.
+func CheckStateDir(dir string) error {
+	if dir == "" {
+		return exitcode.Errorf(exitcode.Config, "reboot: state_dir is empty; set it, e.g. /var/lib/clusterrebootd")
+	}
+	if err := probeWritable(dir); err != nil {
+		return exitcode.Errorf(exitcode.RebootFailed, "reboot: state_dir %s cannot take the reboot marker (%v); nothing was prepared: free space or fix the directory", dir, err)
+	}
+	return nil
+}
+
 // probeWritable checks, without writing, that dir could be created and
 // written: the nearest existing ancestor must be a directory that passes
 // access(2) for writing (which also reports a read-only file system).
