@@ -279,8 +279,26 @@ func (d *Daemon) reload() {
 		return
 	}
 	d.Driver.SetConfig(next)
-	d.Driver.Interrupt("configuration reloaded")
-	d.Log.Info("reload: new configuration in effect from the next cycle", "event", "reloaded", "changed", true)
+	restart := stepChanged(old, next)
+	if restart {
+		d.Driver.Interrupt("configuration reloaded")
+	}
+	d.Log.Info("reload: new configuration in effect from the next cycle", "event", "reloaded", "changed", true,
+		"step_restarted", restart)
+}
+
+// stepChanged reports whether a running cluster step reads any field that
+// changed. Those only the daemon's loop reads (intervals, backoff, the
+// publication, metrics) or only the post-reboot path reads apply from the
+// next cycle without stopping a step, which may be running pre-reboot hooks.
+func stepChanged(old, next config.Config) bool {
+	strip := func(c config.Config) config.Config {
+		c.Metrics = config.Metrics{}
+		c.HealthPublishIntervalSec, c.CheckIntervalSec, c.BackoffMinSec, c.BackoffMaxSec = 0, 0, 0, 0
+		c.PostRebootHooks, c.SettleSec, c.MaxRebootsPerDay = nil, 0, 0
+		return c
+	}
+	return !sameConfig(strip(old), strip(next))
 }
 
 func sameConfig(a, b config.Config) bool {

@@ -402,3 +402,37 @@ func TestPublishFailureRateLimited(t *testing.T) {
 		t.Errorf("%d publish_recovered lines, want 1", n)
 	}
 }
+
+// A reload stops a running cluster step only when the step reads a field
+// that changed.
+func TestStepChanged(t *testing.T) {
+	base := config.Default()
+	base.NodeName = "n1"
+	for _, tt := range []struct {
+		name string
+		edit func(c *config.Config)
+		want bool
+	}{
+		{"nothing", func(c *config.Config) {}, false},
+		{"metrics textfile", func(c *config.Config) { c.Metrics.Textfile = "/var/lib/node_exporter/crd.prom" }, false},
+		{"intervals and backoff", func(c *config.Config) { c.CheckIntervalSec, c.BackoffMaxSec, c.HealthPublishIntervalSec = 30, 900, 120 }, false},
+		{"post-reboot settings", func(c *config.Config) {
+			c.PostRebootHooks = []config.Hook{{Name: "uncordon", Cmd: []string{"/bin/true"}}}
+			c.SettleSec, c.MaxRebootsPerDay = 60, 5
+		}, false},
+		{"a deny window", func(c *config.Config) { c.Windows.Deny = []string{"Fri 00:00-23:59"} }, true},
+		{"a pre-reboot hook", func(c *config.Config) { c.PreRebootHooks = []config.Hook{{Name: "drain", Cmd: []string{"/bin/true"}}} }, true},
+		{"the kill switch file", func(c *config.Config) { c.KillSwitchFile = "/etc/other" }, true},
+		{"the health script", func(c *config.Config) { c.HealthScript = "/usr/local/bin/check" }, true},
+		{"a policy", func(c *config.Config) { c.ClusterPolicies.MinHealthyAbsolute = 2 }, true},
+		{"dry run", func(c *config.Config) { c.DryRun = true }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			next := base
+			tt.edit(&next)
+			if got := stepChanged(base, next); got != tt.want {
+				t.Errorf("stepChanged = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
