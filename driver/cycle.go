@@ -210,7 +210,7 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	out.step(4, "health", DecisionPass, "", gr.Reason)
 
 	// Steps 5-7: the cluster child.
-	d.clusterCycle(ctx, cfg, &out)
+	d.clusterCycle(ctx, cfg, mode, &out)
 	return out
 }
 

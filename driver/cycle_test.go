@@ -305,3 +305,25 @@ func TestOutcomeLogRateLimited(t *testing.T) {
 		t.Errorf("fields missing:\n%s", logs.String())
 	}
 }
+
+// simulate asks the child not to wait in line; run and the daemon do wait.
+func TestSimulateDoesNotWait(t *testing.T) {
+	for _, mode := range []Mode{{Simulate: true}, {}} {
+		w := newWorld(t)
+		cfg := testConfig(w)
+		cfg.DryRun = true
+		d := newDriver(t, w, cfg, nil)
+		d.RunOnce(context.Background(), mode)
+		w.child.mu.Lock()
+		var args []string
+		for i, step := range w.child.calls {
+			if step == StepCycle {
+				args = w.child.args[i]
+			}
+		}
+		w.child.mu.Unlock()
+		if got := slices.Contains(args, "--no-wait"); got != mode.Simulate {
+			t.Errorf("simulate %v: cycle args %q", mode.Simulate, args)
+		}
+	}
+}

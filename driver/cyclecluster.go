@@ -14,7 +14,7 @@ import (
 
 // clusterCycle runs steps 5-7 in the child while watching the local
 // conditions; it stops the child when one turns false.
-func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, out *Outcome) {
+func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode, out *Outcome) {
 	d.mu.Lock()
 	d.attempt++
 	attempt := d.attempt
@@ -46,7 +46,7 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, out *Outco
 	}()
 
 	var res CycleResult
-	code, err := d.deps.Child.Run(childCtx, StepCycle, CycleArgs{Attempt: attempt}.Args(), cfg, &res)
+	code, err := d.deps.Child.Run(childCtx, StepCycle, CycleArgs{Attempt: attempt, NoWait: mode.Simulate}.Args(), cfg, &res)
 	cancel()
 	<-watchDone
 	stopMu.Lock()

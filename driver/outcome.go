@@ -116,6 +116,8 @@ type Mode struct {
 	// Simulate changes nothing on the node or in the cluster: no marker,
 	// history or slot is written or deleted, no hook runs, no settle wait.
 	// The configuration's dry_run must be set too (the child then runs no
-	// hook and no reboot command).
+	// hook and no reboot command). It does not wait in line either: a lock
+	// or reboot slot held by others is its answer (lock_busy,
+	// reboot_in_progress).
 	Simulate bool
 }

@@ -185,15 +185,25 @@ func (a PublishArgs) Args() []string {
 type CycleArgs struct {
 	// Attempt counts consecutive blocked cycles of this reboot (1 first).
 	Attempt int
+	// NoWait answers lock_busy or reboot_in_progress instead of waiting in
+	// line for the lock or for other nodes' reboot slots (simulate).
+	NoWait bool
 }
 
 // Register adds the cycle flags to fs.
 func (a *CycleArgs) Register(fs *flag.FlagSet) {
 	fs.IntVar(&a.Attempt, "attempt", 1, "`number` of this attempt, for logs")
+	fs.BoolVar(&a.NoWait, "no-wait", false, "do not wait in line: answer lock_busy or reboot_in_progress when a real run would wait")
 }
 
 // Args renders the flags.
-func (a CycleArgs) Args() []string { return []string{"--attempt", strconv.Itoa(a.Attempt)} }
+func (a CycleArgs) Args() []string {
+	args := []string{"--attempt", strconv.Itoa(a.Attempt)}
+	if a.NoWait {
+		args = append(args, "--no-wait")
+	}
+	return args
+}
 
 // PauseArgs are the flags of `crd-lock step pause`.
 type PauseArgs struct {

@@ -66,6 +66,8 @@ type cycleRun struct {
 	log       *slog.Logger
 	// slotLease carries the reboot slot once taken.
 	slotLease clientv3.LeaseID
+	// noWait answers instead of waiting for other nodes' slots (simulate).
+	noWait bool
 }
 
 // cycle acquires the lock and runs everything under it (docs/cluster-protocol.md).
@@ -88,7 +90,18 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 			log.Info("waiting for the lock", "event", "lock_waiting", "reason", driver.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
 		},
 	}
-	held, err := lock.Acquire(ctx, s.client, o)
+	actx := ctx
+	if a.NoWait {
+		// One etcd request's time to find the lock free; a real run would
+		// wait in line instead.
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, s.rpc)
+		defer cancel()
+	}
+	held, err := lock.Acquire(actx, s.client, o)
+	if err != nil && a.NoWait && exitcode.CodeOf(err) == exitcode.LockBusy {
+		err = exitcode.Errorf(exitcode.LockBusy, "cluster: the lock %s is held by others; a real run would wait in line (crd-lock status --key %s)", s.lockKey(), s.lockKey())
+	}
 	if err != nil {
 		log.Info("lock not acquired", "event", "lock_failed", "error", err.Error())
 		return err
@@ -112,7 +125,7 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	defer cancel()
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
-	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log}
+	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log, noWait: a.NoWait}
 	return c.run()
 }
 

@@ -214,6 +214,47 @@ func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
 	}
 }
 
+// With --no-wait (clusterrebootd simulate) the cycle answers instead of
+// waiting in line: reboot_in_progress when another node holds a reboot slot,
+// lock_busy when another holder has the lock.
+func TestCycleNoWait(t *testing.T) {
+	ctx := context.Background()
+	t.Run("another node's slot", func(t *testing.T) {
+		ns := nsName(t)
+		c := newClient(t, embedded.Endpoint)
+		n := newNode(t, embedded.Endpoint, ns, "node-a")
+		n.cfg["dry_run"] = true
+		grant, err := c.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Put(ctx, "/t/"+ns+"/rebooting/node-b", `{"node":"node-b","since":"2026-01-01T00:00:00Z"}`, clientv3.WithLease(grant.ID)); err != nil {
+			t.Fatal(err)
+		}
+		o := n.run("cycle", "--no-wait")
+		if o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonRebootInProgress ||
+			!strings.Contains(o.str("detail"), "other nodes are rebooting (node-b; max_holders 1); a real run would keep its seat and wait") {
+			t.Fatalf("cycle --no-wait = %d %s: %s\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
+		}
+		assertFree(t, c, n)
+	})
+	t.Run("the lock held by another", func(t *testing.T) {
+		ns := nsName(t)
+		c := newClient(t, embedded.Endpoint)
+		n := newNode(t, embedded.Endpoint, ns, "node-a")
+		n.cfg["dry_run"] = true
+		held, err := lock.Acquire(ctx, c, lock.Options{Key: n.cfg["lock_key"].(string), TTL: 60 * time.Second, Node: "node-b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(ctx)
+		o := n.run("cycle", "--no-wait")
+		if o.code != exitcode.LockBusy || !strings.Contains(o.stderr+o.str("error"), "a real run would wait in line") {
+			t.Fatalf("cycle --no-wait = %d %s: %s %s\n%s", o.code, o.str("reason"), o.str("detail"), o.str("error"), o.stderr)
+		}
+	})
+}
+
 func TestCycleSeatLostBeforeSlot(t *testing.T) {
 	ns := nsName(t)
 	c := newClient(t, embedded.Endpoint)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,12 @@ func (c *cycleRun) slotsFree() (bool, error) {
 		c.res.Present = p.Nodes
 		if len(p.Nodes) <= c.cfg.MaxHolders {
 			return !waited, nil
+		}
+		if c.noWait {
+			others := slices.DeleteFunc(slices.Clone(p.Nodes), func(n string) bool { return n == c.cfg.NodeName })
+			return false, c.stop(driver.ReasonRebootInProgress, exitcode.Errorf(exitcode.HealthBlocked,
+				"cluster: other nodes are rebooting (%s; max_holders %d); a real run would keep its seat and wait",
+				strings.Join(others, ","), c.cfg.MaxHolders))
 		}
 		c.log.Info("other nodes are rebooting; keeping the seat and waiting", "event", "slot_waiting",
 			"reason", driver.ReasonRebootInProgress, "present", strings.Join(p.Nodes, ","), "max_holders", c.cfg.MaxHolders)
