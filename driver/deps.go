@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -33,7 +34,20 @@ type Gate interface {
 
 // Hooks runs post_reboot_hooks.
 type Hooks interface {
-	Run(ctx context.Context, hooks []config.Hook) error
+	Run(ctx context.Context, cfg config.Config, hooks []config.Hook) error
+}
+
+// PostHookEnv is the complete environment of a post-reboot hook: that of a
+// pre-reboot hook (docs/cluster-protocol.md) without the lock's and the
+// slot's, which a node coming back does not hold.
+func PostHookEnv(cfg config.Config) []string {
+	return []string{
+		"PATH=" + reboot.Path,
+		"LC_ALL=C",
+		"NODE_NAME=" + cfg.NodeName,
+		"CRD_PHASE=post-reboot",
+		"ETCD_ENDPOINTS=" + strings.Join(cfg.EtcdEndpoints, ","),
+	}
 }
 
 // Deps is the world the cycle acts on. Zero fields are filled by Real.
@@ -143,7 +157,7 @@ const DefaultHookTimeout = 300 * time.Second
 type RealHooks struct{ Runner proc.Runner }
 
 // Run implements Hooks.
-func (h RealHooks) Run(ctx context.Context, hooks []config.Hook) error {
+func (h RealHooks) Run(ctx context.Context, cfg config.Config, hooks []config.Hook) error {
 	for i, hk := range hooks {
 		timeout := time.Duration(hk.TimeoutSec) * time.Second
 		if timeout <= 0 {
@@ -153,7 +167,7 @@ func (h RealHooks) Run(ctx context.Context, hooks []config.Hook) error {
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
 		}
-		res := h.Runner.Run(ctx, proc.Spec{Argv: hk.Cmd, Env: []string{"PATH=" + reboot.Path, "LC_ALL=C"}, Dir: "/", Timeout: timeout})
+		res := h.Runner.Run(ctx, proc.Spec{Argv: hk.Cmd, Env: PostHookEnv(cfg), Dir: "/", Timeout: timeout})
 		if !res.OK() {
 			why := fmt.Sprintf("exited %d", res.ExitCode)
 			switch {

@@ -3,8 +3,10 @@ package driver
 import (
 	"context"
 	"flag"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,12 +70,14 @@ func TestRealDeps(t *testing.T) {
 func TestRealHooks(t *testing.T) {
 	h := RealHooks{Runner: proc.Exec{}}
 	out := filepath.Join(t.TempDir(), "out")
+	cfg := config.Default()
+	cfg.NodeName, cfg.EtcdEndpoints = "node-a", []string{"https://10.0.0.1:2379", "https://10.0.0.2:2379"}
 	hooks := []config.Hook{
 		{Name: "first", Cmd: []string{"/bin/sh", "-c", "echo first >> " + out}},
 		{Cmd: []string{"/bin/sh", "-c", "echo 'drain failed: 3 pods left' >&2; exit 2"}},
 		{Name: "never", Cmd: []string{"/bin/sh", "-c", "echo never >> " + out}},
 	}
-	err := h.Run(context.Background(), hooks)
+	err := h.Run(context.Background(), cfg, hooks)
 	if exitcode.CodeOf(err) != exitcode.RebootFailed || !strings.Contains(err.Error(), "hook #2") || !strings.Contains(err.Error(), "exited 2: drain failed: 3 pods left") {
 		t.Fatalf("err %v", err)
 	}
@@ -89,8 +93,23 @@ func TestRealHooks(t *testing.T) {
 		{config.Hook{Name: "k", Cmd: []string{"/bin/sh", "-c", "kill -9 $$"}}, "killed by signal"},
 	}
 	for _, tt := range tests {
-		if err := h.Run(context.Background(), []config.Hook{tt.hook}); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := h.Run(context.Background(), cfg, []config.Hook{tt.hook}); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err %v, want %q", tt.hook.Name, err, tt.want)
+		}
+	}
+	// The environment: what a pre-reboot hook gets, less the lock's.
+	envOut := filepath.Join(t.TempDir(), "env")
+	if err := h.Run(context.Background(), cfg, []config.Hook{{Name: "env", Cmd: []string{"/bin/sh", "-c", "env > " + envOut}}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(envOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, want := range []string{"NODE_NAME=node-a", "CRD_PHASE=post-reboot", "ETCD_ENDPOINTS=https://10.0.0.1:2379,https://10.0.0.2:2379", "LC_ALL=C", "PATH=" + reboot.Path} {
+		if !slices.Contains(got, want) {
+			t.Errorf("post-reboot hook environment lacks %s: %q", want, got)
 		}
 	}
 }

@@ -82,7 +82,7 @@ type fakeHooks struct {
 	calls int
 }
 
-func (f *fakeHooks) Run(ctx context.Context, hooks []config.Hook) error {
+func (f *fakeHooks) Run(ctx context.Context, cfg config.Config, hooks []config.Hook) error {
 	f.calls++
 	return f.err
 }

@@ -103,7 +103,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	if !progress.hooks && len(cfg.PostRebootHooks) > 0 {
 		if cfg.DryRun || mode.Simulate {
 			out.step(0, "post_reboot_hooks", DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
-		} else if err := d.deps.Hooks.Run(ctx, cfg.PostRebootHooks); err != nil {
+		} else if err := d.deps.Hooks.Run(ctx, cfg, cfg.PostRebootHooks); err != nil {
 			return hold("post_reboot_hooks", ReasonPostReboot, err.Error())
 		} else {
 			out.step(0, "post_reboot_hooks", DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
