@@ -97,6 +97,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
 	res.DryRun = cfg.DryRun
+	if !simulate {
+		lf, err := lockInstance(cfg.StateDir)
+		if err != nil {
+			return finish(stdout, b.format, &res.Header, &res, err)
+		}
+		defer lf.Close()
+	}
 	child, err := b.child(stderr, false)
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
