@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os/exec"
@@ -59,6 +60,8 @@ type Daemon struct {
 	// pages (lib/memtrim).
 	MemTrim func()
 
+	// metricsErrs holds back repeated metrics_error lines (under writeMu).
+	metricsErrs *Limiter
 	// cycleDone tells the publisher a cycle just ended (buffered, one).
 	cycleDone chan struct{}
 
@@ -323,9 +326,30 @@ func (d *Daemon) writeMetrics() {
 	if cfg.Metrics.Enabled {
 		paths = append(paths, filepath.Join(cfg.RunDir, MetricsFile))
 	}
+	if d.metricsErrs == nil {
+		d.metricsErrs = NewLimiter(d.Driver.deps.Now, DefaultRepeatEvery)
+	}
 	for _, p := range paths {
-		if err := d.Metrics.Registry.WriteFile(p); err != nil {
-			d.Log.Warn("cannot write metrics", "event", "metrics_error", "error", err)
+		err := d.Metrics.Registry.WriteFile(p)
+		if err == nil {
+			continue
+		}
+		// Like a failing publication: the first time, then a count every
+		// DefaultRepeatEvery; a metrics file that cannot be written is not
+		// worth a warning on every cycle and publication.
+		// Keyed by file and cause: the message names a temporary file
+		// with a new random name each time.
+		cause := err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			cause = pe.Err
+		}
+		if emit, repeated := d.metricsErrs.Observe(p + ": " + cause.Error()); emit {
+			attrs := []any{"event", "metrics_error", "error", err}
+			if repeated > 0 {
+				attrs = append(attrs, "repeated", repeated, "repeat_window", d.metricsErrs.Every().String())
+			}
+			d.Log.Warn("cannot write metrics", attrs...)
 		}
 	}
 }

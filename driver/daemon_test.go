@@ -436,3 +436,19 @@ func TestStepChanged(t *testing.T) {
 		})
 	}
 }
+
+// A metrics file that cannot be written is logged once, not on every write.
+func TestMetricsErrorRateLimited(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	cfg.Metrics.Textfile = filepath.Join(t.TempDir(), "missing-dir", "crd.prom")
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, Metrics: NewMetrics("test")}
+	for range 5 {
+		d.writeMetrics()
+	}
+	if n := strings.Count(logs.String(), `"event":"metrics_error"`); n != 1 {
+		t.Fatalf("%d metrics_error lines after 5 failed writes, want 1:\n%s", n, logs.String())
+	}
+}
