@@ -230,12 +230,18 @@ type localClear struct {
 	LoopCleared   bool `json:"loop_cleared"`
 	MarkerRemoved bool `json:"marker_removed"`
 	SlotFreed     bool `json:"slot_freed"`
+	// SlotError says why this node's slot could not be looked at or freed
+	// (etcd unreachable): it then expires with its lease.
+	SlotError string `json:"slot_error,omitempty"`
 }
 
 func (r pauseResult) Text(w io.Writer) error {
 	switch {
 	case r.Local != nil:
 		report.Line(w, "reboot loop", fmt.Sprintf("cleared: %v, stale marker removed: %v, slot freed: %v", r.Local.LoopCleared, r.Local.MarkerRemoved, r.Local.SlotFreed))
+		if r.Local.SlotError != "" {
+			report.Line(w, "slot", r.Local.SlotError)
+		}
 	case r.Paused != nil:
 		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", r.Paused.By, r.Paused.Since.UTC().Format(time.RFC3339), r.Paused.Reason))
 	case r.Error == "":
@@ -316,11 +322,21 @@ func resumeLocal(ctx context.Context, cfg config.Config, root string, child driv
 			lc.MarkerRemoved = true
 		}
 	}
-	if childErr == nil {
-		var cr driver.CompleteResult
-		if code, err := child.Run(ctx, driver.StepComplete, nil, cfg, &cr); err == nil && code == exitcode.OK {
-			lc.SlotFreed = cr.Freed
-		}
+	slotErr := func(why string) {
+		lc.SlotError = "this node's reboot slot was not checked (" + why + "); if it has one, it expires with its lease within reboot_slot_ttl_sec"
+	}
+	if childErr != nil {
+		slotErr(childErr.Error())
+		return lc, nil
+	}
+	var cr driver.CompleteResult
+	switch code, err := child.Run(ctx, driver.StepComplete, nil, cfg, &cr); {
+	case err != nil:
+		slotErr(err.Error())
+	case code != exitcode.OK:
+		slotErr(cr.Error)
+	default:
+		lc.SlotFreed = cr.Freed
 	}
 	return lc, nil
 }
