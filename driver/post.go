@@ -84,6 +84,13 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	// keeps its slot, renewed every cycle, so that the fleet waits for it
 	// rather than follow a node that is not healthy again.
 	hold := func(step, reason, detail string) bool {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM) while a post-reboot step ran: that step
+			// failed because of it, and the slot is renewed by the next
+			// daemon's first cycle, not by a child started already cancelled.
+			out.block(0, step, ReasonInterrupted, "stopped during the post-reboot checks: "+detail)
+			return true
+		}
 		out.block(0, step, reason, detail)
 		if !mode.Simulate {
 			d.keepSlot(ctx, cfg)

@@ -2,9 +2,11 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +234,27 @@ func TestHistoryKeepsTheLastDay(t *testing.T) {
 	}
 	if len(h.Reboots) < 150 {
 		t.Errorf("history has %d entries", len(h.Reboots))
+	}
+}
+
+// Stopped while a post-reboot hook ran (the hook fails with it): the cycle
+// says interrupted, and no complete --keep child is started already
+// cancelled (it could only fail, logging a false warning).
+func TestPostRebootInterrupted(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	cfg.PostRebootHooks = []config.Hook{{Name: "uncordon", Cmd: []string{"/bin/true"}}}
+	writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+	w.detect.required = false
+	w.hooks.err = errors.New("hook uncordon was interrupted")
+	d := newDriver(t, w, cfg, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := d.RunOnce(ctx, Mode{})
+	if out.Reason != ReasonInterrupted || out.Step != 0 || !strings.Contains(out.Detail, "stopped during the post-reboot checks") {
+		t.Fatalf("out %s step %d: %s", out.Reason, out.Step, out.Detail)
+	}
+	if steps := w.child.steps(); slices.Contains(steps, StepComplete) {
+		t.Errorf("child steps %v: no complete --keep after the stop", steps)
 	}
 }
