@@ -198,12 +198,13 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	}
 	out.step(4, "policy", DecisionPass, "", pd.Reason)
 	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, d.View())
+	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
+		// Not an answer of the script: neither counted nor logged as unhealthy.
+		out.block(4, "health", ReasonInterrupted, "stopped during the health check")
+		return out
+	}
 	d.countHealth(gr)
 	if !gr.Healthy {
-		if exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil {
-			out.block(4, "health", ReasonInterrupted, "stopped during the health check")
-			return out
-		}
 		out.block(4, "health", ReasonHealth, gr.Reason)
 		return out
 	}

@@ -327,3 +327,20 @@ func TestSimulateDoesNotWait(t *testing.T) {
 		}
 	}
 }
+
+// A health check stopped by SIGTERM is no answer of the script: the cycle
+// says interrupted and the health-check counter does not count it unhealthy.
+func TestHealthCheckInterruptedNotCounted(t *testing.T) {
+	w := newWorld(t)
+	w.gate.unhealthy["pre-lock"] = true
+	d := newDriver(t, w, testConfig(w), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := d.RunOnce(ctx, Mode{})
+	if out.Reason != ReasonInterrupted || out.Step != 4 {
+		t.Fatalf("out %s step %d: %s", out.Reason, out.Step, out.Detail)
+	}
+	if got := d.metrics.HealthChecks.Value("unhealthy"); got != 0 {
+		t.Errorf("health_checks{unhealthy} = %v after an interrupted check, want 0", got)
+	}
+}
