@@ -122,10 +122,12 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 			d.log.Warn("kill switch undeterminable", "event", "kill_switch_error", "error", err)
 		}
 		out.block(1, "kill_switch", ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
+		d.refreshRequired(ctx, cfg, now)
 		return out
 	}
 	if p := d.View().Paused; p != nil {
 		out.block(1, "kill_switch", ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
+		d.refreshRequired(ctx, cfg, now)
 		return out
 	}
 	out.step(1, "kill_switch", DecisionPass, "", "kill switch not set")
@@ -213,6 +215,19 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	// Steps 5-7: the cluster child.
 	d.clusterCycle(ctx, cfg, mode, &out)
 	return out
+}
+
+// refreshRequired runs the detectors while a kill switch or pause holds
+// every node, so that status and the health record keep saying which nodes
+// need a reboot once it is lifted. A detector error changes nothing here:
+// the switch is the reason, and the next cycle reports the error.
+func (d *Driver) refreshRequired(ctx context.Context, cfg config.Config, now time.Time) {
+	if rep := d.deps.Detect.Detect(ctx, cfg); rep.Err == nil {
+		d.setRequired(rep.RebootRequired, now)
+		if d.metrics != nil {
+			d.metrics.LastCheck.Set(float64(now.Unix()))
+		}
+	}
 }
 
 func (d *Driver) setRequired(required bool, now time.Time) {

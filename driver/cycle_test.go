@@ -344,3 +344,21 @@ func TestHealthCheckInterruptedNotCounted(t *testing.T) {
 		t.Errorf("health_checks{unhealthy} = %v after an interrupted check, want 0", got)
 	}
 }
+
+// While the kill switch or a pause holds every node, the detectors still run:
+// status keeps telling which nodes need a reboot.
+func TestKillSwitchKeepsRebootRequiredCurrent(t *testing.T) {
+	w := newWorld(t)
+	d := newDriver(t, w, testConfig(w), nil)
+	w.setKill(true)
+	for _, need := range []bool{true, false, true} {
+		w.detect.set(need)
+		out := d.RunOnce(context.Background(), Mode{})
+		if out.Reason != ReasonKillSwitch {
+			t.Fatalf("out %s: %s", out.Reason, out.Detail)
+		}
+		if st := d.Status(); st.RebootRequired != need || st.State != policy.StateBlocked {
+			t.Errorf("need %v: status %+v", need, st)
+		}
+	}
+}
