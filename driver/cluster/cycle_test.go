@@ -44,6 +44,38 @@ func slotOf(t *testing.T, c *clientv3.Client, ns, name string) (string, int64) {
 	return string(resp.Kvs[0].Value), resp.Kvs[0].Lease
 }
 
+// assertNothingLeft fails if the cycle ran the reboot command, left n's
+// reboot slot or left an entry on its lock.
+func assertNothingLeft(t *testing.T, c *clientv3.Client, ns string, n *node) {
+	t.Helper()
+	if calls := n.rebootCalls(); calls != nil {
+		t.Errorf("reboot command ran: %q", calls)
+	}
+	if v, _ := slotOf(t, c, ns, n.name); v != "" {
+		t.Errorf("reboot slot left: %s", v)
+	}
+	assertFree(t, c, n)
+}
+
+// cycleInHook starts a cycle whose one pre-reboot hook waits until resume is
+// called, and returns once the hook runs.
+func cycleInHook(t *testing.T, n *node) (done <-chan outcome, resume func()) {
+	t.Helper()
+	ready, cont := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
+	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+cont+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`)
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
+	ch := make(chan outcome, 1)
+	go func() { ch <- n.run("cycle") }()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hook never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return ch, func() { writeFile(t, cont, "") }
+}
+
 func TestCycleRealRebootThenComplete(t *testing.T) {
 	ns := nsName(t)
 	c := newClient(t, embedded.Endpoint)
@@ -388,19 +420,7 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 	ns := nsName(t)
 	c := newClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
-	ready, resume := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
-	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+resume+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`)
-	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
-
-	done := make(chan outcome, 1)
-	go func() { done <- n.run("cycle") }()
-	deadline := time.Now().Add(20 * time.Second)
-	for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
-		if time.Now().After(deadline) {
-			t.Fatal("the hook never ran")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done, resume := cycleInHook(t, n)
 	_, lease := slotOf(t, c, ns, "node-a")
 	if lease == 0 {
 		t.Fatal("no slot while the hook runs")
@@ -408,15 +428,12 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 	if _, err := c.Revoke(context.Background(), clientv3.LeaseID(lease)); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, resume, "")
+	resume()
 	o := <-done
 	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonHook || !strings.Contains(o.str("detail"), "expired while the pre-reboot hooks ran") {
 		t.Fatalf("cycle = %d %s: %s, want 9 hook, slot expired\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
-	if calls := n.rebootCalls(); calls != nil {
-		t.Errorf("reboot command ran without a slot: %q", calls)
-	}
-	assertFree(t, c, n)
+	assertNothingLeft(t, c, ns, n)
 }
 
 // A cluster-wide pause given while the pre-reboot hooks run stops the
@@ -426,34 +443,16 @@ func TestCyclePausedDuringHooks(t *testing.T) {
 	ns := nsName(t)
 	c := newClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
-	ready, resume := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
-	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+resume+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`)
-	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
-
-	done := make(chan outcome, 1)
-	go func() { done <- n.run("cycle") }()
-	deadline := time.Now().Add(20 * time.Second)
-	for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
-		if time.Now().After(deadline) {
-			t.Fatal("the hook never ran")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done, resume := cycleInHook(t, n)
 	if _, err := c.Put(context.Background(), "/t/"+ns+"/disable", `{"reason":"incident INC-7","by":"op","since":"2026-11-30T13:00:00Z"}`); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, resume, "")
+	resume()
 	o := <-done
 	if o.code != exitcode.KillSwitch || o.str("reason") != driver.ReasonPaused || !strings.Contains(o.str("detail"), "paused cluster-wide while the node prepared its reboot (incident INC-7") {
 		t.Fatalf("cycle = %d %s: %s, want 6 paused\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
-	if calls := n.rebootCalls(); calls != nil {
-		t.Errorf("reboot command ran after the pause: %q", calls)
-	}
-	if v, _ := slotOf(t, c, ns, "node-a"); v != "" {
-		t.Errorf("slot left after the pause: %s", v)
-	}
-	assertFree(t, c, n)
+	assertNothingLeft(t, c, ns, n)
 }
 
 // A state_dir that cannot take the reboot marker stops the cycle before the
@@ -475,13 +474,7 @@ func TestCycleStateDirUnusableBeforeHooks(t *testing.T) {
 	if _, err := os.Stat(hookLog); err == nil {
 		t.Error("the pre-reboot hook ran although the marker could not be written")
 	}
-	if calls := n.rebootCalls(); calls != nil {
-		t.Errorf("reboot command ran: %q", calls)
-	}
-	if v, _ := slotOf(t, c, ns, "node-a"); v != "" {
-		t.Errorf("slot taken: %s", v)
-	}
-	assertFree(t, c, n)
+	assertNothingLeft(t, c, ns, n)
 }
 
 // Before the reboot command the slot gets its whole TTL again, however long
