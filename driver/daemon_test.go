@@ -452,3 +452,46 @@ func TestMetricsErrorRateLimited(t *testing.T) {
 		t.Fatalf("%d metrics_error lines after 5 failed writes, want 1:\n%s", n, logs.String())
 	}
 }
+
+// A reload that changes only what the running cluster step does not read
+// leaves the step running; one that changes a window restarts it.
+func TestReloadRestartsStepOnlyWhenItMatters(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	w.child.answers[StepCycle] = answer{block: true}
+	w.child.started = make(chan struct{})
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	reload := make(chan struct{}, 1)
+	var next config.Config
+	var mu sync.Mutex
+	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, Reload: reload,
+		LoadConfig: func() (config.Config, error) { mu.Lock(); defer mu.Unlock(); return next, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-w.child.started
+	set := func(c config.Config) { mu.Lock(); next = c; mu.Unlock(); reload <- struct{}{} }
+
+	quiet := cfg
+	quiet.Metrics.Textfile = filepath.Join(t.TempDir(), "crd.prom")
+	quiet.CheckIntervalSec = 30
+	set(quiet)
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"step_restarted":false`) })
+	time.Sleep(50 * time.Millisecond)
+	if strings.Contains(logs.String(), `"reason":"interrupted"`) {
+		t.Fatalf("a reload of the metrics path stopped the cluster step:\n%s", logs.String())
+	}
+	deny := quiet
+	deny.Windows.Deny = []string{"Sat 00:00-24:00"}
+	set(deny)
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"reason":"interrupted"`) })
+	if !strings.Contains(logs.String(), `"step_restarted":true`) {
+		t.Errorf("no step_restarted:true in the log:\n%s", logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

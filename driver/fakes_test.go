@@ -105,6 +105,8 @@ type fakeChild struct {
 	args    [][]string
 	cfgs    []config.Config
 	started chan struct{}
+	// startOnce closes started at the first blocking call only.
+	startOnce sync.Once
 }
 
 func (f *fakeChild) Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error) {
@@ -120,7 +122,7 @@ func (f *fakeChild) Run(ctx context.Context, step string, args []string, cfg con
 	}
 	if a.block {
 		if started != nil {
-			close(started)
+			f.startOnce.Do(func() { close(started) }) // a second cycle blocks too
 		}
 		<-ctx.Done()
 		reply := `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted","outcome":"blocked","reason":"interrupted"}`
