@@ -290,10 +290,11 @@ func (d *Daemon) reload() {
 		"step_restarted", restart)
 }
 
-// stepChanged reports whether a running cluster step reads any field that
-// changed. Those only the daemon's loop reads (intervals, backoff, the
-// publication, metrics) or only the post-reboot path reads apply from the
-// next cycle without stopping a step, which may be running pre-reboot hooks.
+// stepChanged reports whether a running cluster step decides on any field
+// that changed. Those only the daemon's loop reads (intervals, the
+// publication, metrics), the backoff (the step uses it only to space its
+// etcd retries) and the post-reboot path's apply from the next cycle
+// without stopping a step, which may be running pre-reboot hooks.
 func stepChanged(old, next config.Config) bool {
 	strip := func(c config.Config) config.Config {
 		c.Metrics = config.Metrics{}
