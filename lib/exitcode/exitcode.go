@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 )
 
 // Code is a process exit status with a fixed meaning across all tools.
@@ -121,3 +122,14 @@ func CodeOf(err error) Code {
 
 // From is CodeOf as an int, ready for os.Exit.
 func From(err error) int { return int(CodeOf(err)) }
+
+// PathCause is err without the "op path:" prefix of the *fs.PathError
+// inside it (its Err), for messages that already name the file; any other
+// error is returned as it is.
+func PathCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

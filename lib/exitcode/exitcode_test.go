@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,16 @@ func TestFrom(t *testing.T) {
 func TestUnknownName(t *testing.T) {
 	if got := Code(42).Name(); got != "unknown_42" {
 		t.Errorf("got %q", got)
+	}
+}
+
+func TestPathCause(t *testing.T) {
+	_, err := os.Stat("/nonexistent/crd")
+	if got := PathCause(fmt.Errorf("wrapped: %w", err)); !errors.Is(got, fs.ErrNotExist) || got.Error() != "no such file or directory" {
+		t.Errorf("PathCause = %v", got)
+	}
+	other := errors.New("not a path error")
+	if PathCause(other) != other {
+		t.Error("PathCause changed an error without a path")
 	}
 }

@@ -42,11 +42,11 @@ func checkScript(path string, euid int) error {
 		return exitcode.Errorf(exitcode.Config, "gate: health script %s does not exist; install it or fix health_script", path)
 	}
 	if err != nil {
-		return exitcode.Errorf(exitcode.Config, "gate: health script %s: %v", path, unwrapPathErr(err))
+		return exitcode.Errorf(exitcode.Config, "gate: health script %s: %v", path, exitcode.PathCause(err))
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
-		return exitcode.Errorf(exitcode.Config, "gate: health script %s: %v", path, unwrapPathErr(err))
+		return exitcode.Errorf(exitcode.Config, "gate: health script %s: %v", path, exitcode.PathCause(err))
 	}
 	name := path
 	if real != path {
@@ -69,7 +69,7 @@ func checkScript(path string, euid int) error {
 	dir := filepath.Dir(real)
 	di, err := os.Stat(dir)
 	if err != nil {
-		return exitcode.Errorf(exitcode.Config, "gate: directory of health script %s: %v", name, unwrapPathErr(err))
+		return exitcode.Errorf(exitcode.Config, "gate: directory of health script %s: %v", name, exitcode.PathCause(err))
 	}
 	return checkOwnerAndMode(di, euid, "directory "+dir+" of health script "+name, dir, true)
 }
@@ -94,16 +94,6 @@ func checkOwnerAndMode(fi fs.FileInfo, euid int, what, path string, dir bool) er
 		return exitcode.Errorf(exitcode.Config, "gate: %s is owned by uid %d, who could change what runs as root; chown root %s", what, st.Uid, path)
 	}
 	return nil
-}
-
-// unwrapPathErr drops the "op path:" prefix of a *fs.PathError: messages
-// already name the file.
-func unwrapPathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // withoutPath is err without the path of the *fs.PathError inside it, which

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
 // maxReason bounds the kill switch reason read from the file.
@@ -33,19 +35,19 @@ func KillSwitch(path string) (set bool, reason string, err error) {
 		return false, "", nil
 	}
 	if err != nil {
-		return true, fmt.Sprintf("cannot tell whether kill switch %s is set (%v); treating it as set", path, unwrapPathErr(err)), err
+		return true, fmt.Sprintf("cannot tell whether kill switch %s is set (%v); treating it as set", path, exitcode.PathCause(err)), err
 	}
 	reason = "present"
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		target, serr := os.Stat(path)
 		if serr != nil {
-			return true, fmt.Sprintf("present (a symlink whose target cannot be read: %v)", unwrapPathErr(serr)), nil
+			return true, fmt.Sprintf("present (a symlink whose target cannot be read: %v)", exitcode.PathCause(serr)), nil
 		}
 		fi = target
 	}
 	if fi.Mode().IsRegular() {
 		if line, rerr := firstLine(path); rerr != nil {
-			reason = fmt.Sprintf("present (content unreadable: %v)", unwrapPathErr(rerr))
+			reason = fmt.Sprintf("present (content unreadable: %v)", exitcode.PathCause(rerr))
 		} else if line != "" {
 			reason = line
 		}
@@ -81,7 +83,7 @@ func BootID(root string) (string, error) {
 	p := filepath.Join(rootOr(root), "proc/sys/kernel/random/boot_id")
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return "", fmt.Errorf("reboot: read boot id %s: %w", p, unwrapPathErr(err))
+		return "", fmt.Errorf("reboot: read boot id %s: %w", p, exitcode.PathCause(err))
 	}
 	id := strings.TrimSpace(string(b))
 	if id == "" {
@@ -95,14 +97,4 @@ func rootOr(root string) string {
 		return "/"
 	}
 	return root
-}
-
-// unwrapPathErr drops the "op path:" prefix of a *fs.PathError: messages
-// already name the file.
-func unwrapPathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

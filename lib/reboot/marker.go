@@ -51,7 +51,7 @@ func MarkerPath(stateDir string) string { return filepath.Join(stateDir, MarkerF
 func WriteMarker(stateDir string, m Marker) error {
 	path := MarkerPath(stateDir)
 	fail := func(err error) error {
-		return exitcode.Errorf(exitcode.RebootFailed, "reboot: cannot write reboot marker %s: %v; refusing to reboot: make state_dir writable (free space, fix permissions)", path, unwrapPathErr(err))
+		return exitcode.Errorf(exitcode.RebootFailed, "reboot: cannot write reboot marker %s: %v; refusing to reboot: make state_dir writable (free space, fix permissions)", path, exitcode.PathCause(err))
 	}
 	data, err := json.Marshal(m)
 	if err != nil {

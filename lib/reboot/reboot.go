@@ -160,7 +160,7 @@ func describe(pr proc.Result, timeout time.Duration) string {
 	var why string
 	switch {
 	case pr.StartErr != nil:
-		why = fmt.Sprintf("could not be started: %v", unwrapPathErr(pr.StartErr))
+		why = fmt.Sprintf("could not be started: %v", exitcode.PathCause(pr.StartErr))
 	case pr.TimedOut:
 		why = fmt.Sprintf("timed out after %s", timeout)
 	case pr.Signal != "":
@@ -206,11 +206,11 @@ func probeWritable(dir string) error {
 			return probeSpace(d)
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return unwrapPathErr(err)
+			return exitcode.PathCause(err)
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return unwrapPathErr(err)
+			return exitcode.PathCause(err)
 		}
 		d = parent
 	}

@@ -22,12 +22,12 @@ const InstanceLock = "clusterrebootd.lock"
 // on SIGKILL; the file, with the holder's PID for the message, stays.
 func lockInstance(stateDir string) (*os.File, error) {
 	if err := os.MkdirAll(stateDir, 0o750); err != nil {
-		return nil, exitcode.Errorf(exitcode.Config, "clusterrebootd: state_dir %s: %v", stateDir, unwrapPath(err))
+		return nil, exitcode.Errorf(exitcode.Config, "clusterrebootd: state_dir %s: %v", stateDir, exitcode.PathCause(err))
 	}
 	path := filepath.Join(stateDir, InstanceLock)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Config, "clusterrebootd: cannot open %s: %v", path, unwrapPath(err))
+		return nil, exitcode.Errorf(exitcode.Config, "clusterrebootd: cannot open %s: %v", path, exitcode.PathCause(err))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		b, _ := os.ReadFile(path)
@@ -46,12 +46,4 @@ func lockInstance(stateDir string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
