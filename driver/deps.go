@@ -37,15 +37,16 @@ type Hooks interface {
 	Run(ctx context.Context, cfg config.Config, hooks []config.Hook) error
 }
 
-// PostHookEnv is the complete environment of a post-reboot hook: that of a
-// pre-reboot hook (docs/cluster-protocol.md) without the lock's and the
-// slot's, which a node coming back does not hold.
-func PostHookEnv(cfg config.Config) []string {
+// HookEnv is the environment every hook gets in phase (pre-reboot,
+// post-reboot). A pre-reboot hook also gets the lock's and the slot's
+// variables (driver/cluster); a node coming back holds neither, so this is
+// the complete environment of a post-reboot hook.
+func HookEnv(cfg config.Config, phase string) []string {
 	return []string{
 		"PATH=" + reboot.Path,
 		"LC_ALL=C",
 		"NODE_NAME=" + cfg.NodeName,
-		"CRD_PHASE=post-reboot",
+		"CRD_PHASE=" + phase,
 		"ETCD_ENDPOINTS=" + strings.Join(cfg.EtcdEndpoints, ","),
 	}
 }
@@ -167,7 +168,7 @@ func (h RealHooks) Run(ctx context.Context, cfg config.Config, hooks []config.Ho
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
 		}
-		res := h.Runner.Run(ctx, proc.Spec{Argv: hk.Cmd, Env: PostHookEnv(cfg), Dir: "/", Timeout: timeout})
+		res := h.Runner.Run(ctx, proc.Spec{Argv: hk.Cmd, Env: HookEnv(cfg, "post-reboot"), Dir: "/", Timeout: timeout})
 		if !res.OK() {
 			why := fmt.Sprintf("exited %d", res.ExitCode)
 			switch {

@@ -41,19 +41,15 @@ func (c *cycleRun) hooks() error {
 	return nil
 }
 
-// hookEnv is the complete environment of a hook.
+// hookEnv is the complete environment of a pre-reboot hook: every hook's
+// (driver.HookEnv) and the lock's and the slot's.
 func (c *cycleRun) hookEnv() []string {
-	return []string{
-		"PATH=" + gate.Path,
-		"LC_ALL=C",
-		"NODE_NAME=" + c.cfg.NodeName,
-		"CRD_PHASE=pre-reboot",
-		"LOCK_KEY=" + c.lockKey(),
-		"CRD_LEASE_ID=" + c.res.LeaseID,
-		"CRD_FENCING_TOKEN=" + strconv.FormatInt(c.res.FencingToken, 10),
-		"CRD_SLOT_KEY=" + c.slotKey(),
-		"ETCD_ENDPOINTS=" + strings.Join(c.cfg.EtcdEndpoints, ","),
-	}
+	return append(driver.HookEnv(c.cfg, "pre-reboot"),
+		"LOCK_KEY="+c.lockKey(),
+		"CRD_LEASE_ID="+c.res.LeaseID,
+		"CRD_FENCING_TOKEN="+strconv.FormatInt(c.res.FencingToken, 10),
+		"CRD_SLOT_KEY="+c.slotKey(),
+	)
 }
 
 // notPaused reads the cluster-wide pause key again: a pause given after the
