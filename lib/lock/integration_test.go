@@ -211,3 +211,54 @@ func TestIntegrationRevokedBehindBack(t *testing.T) {
 		t.Errorf("Err = %v", h.Err())
 	}
 }
+
+// etcd compacts its history all the time here, as a production etcd with
+// --auto-compaction-retention does (only much faster): a waiter whose watch
+// starts at a revision already compacted away must look again and keep its
+// place, not fail; and compaction must never let two hold at once.
+func TestIntegrationUnderCompaction(t *testing.T) {
+	s := realServer(t)
+	compactor := newClient(t, s.Endpoint)
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if r, err := compactor.Get(ctx, "/it/compact-probe"); err == nil {
+				if _, err := compactor.Compact(ctx, r.Header.Revision); err == nil {
+					n++
+				}
+			}
+			cancel()
+		}
+	}()
+	rounds := 40
+	if testing.Short() {
+		rounds = 10
+	}
+	for _, tc := range []struct {
+		name       string
+		maxHolders int
+	}{{"mutex", 1}, {"semaphore of 2", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			iv := contend(t, s.Endpoint, "/it/compact/"+strconv.Itoa(tc.maxHolders), tc.maxHolders, rounds, 8, time.Millisecond)
+			if len(iv) != rounds*8 {
+				t.Fatalf("%d acquisitions, want %d", len(iv), rounds*8)
+			}
+			if n, who := maxOverlap(iv); n > tc.maxHolders {
+				t.Fatalf("%d held at once (peak when %s held it), want at most %d", n, who, tc.maxHolders)
+			}
+		})
+	}
+	close(stop)
+	if n := <-done; n < 10 {
+		t.Fatalf("only %d compactions ran during the test: it did not test compaction", n)
+	}
+}

@@ -101,6 +101,9 @@ var (
 	errSessionLost = errors.New("lock: lease expired or entry deleted while waiting")
 	// errWatchClosed: the watch ended without an error (leader lost); start over.
 	errWatchClosed = errors.New("lock: watch closed while waiting")
+	// errCompacted: the watch would have started at a revision etcd has
+	// compacted away; look again and watch from the new revision.
+	errCompacted = errors.New("lock: watch revision compacted while waiting")
 	// errInLine: ctx ended while our entry was queued behind holders.
 	errInLine = errors.New("lock: still queued when the wait ended")
 )
@@ -268,6 +271,11 @@ func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session
 			queued = true
 		}
 		if err := waitDelete(ctx, c, sess, o, ahead, rev); err != nil {
+			if errors.Is(err, errCompacted) && ctx.Err() == nil {
+				// Our entry keeps its place: the next read finds it (or
+				// reports it gone) at a revision that is not compacted.
+				continue
+			}
 			if ctx.Err() != nil {
 				return errInLine
 			}
@@ -328,6 +336,9 @@ func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Sessi
 		case wr, ok := <-wch:
 			if !ok {
 				return errWatchClosed
+			}
+			if wr.CompactRevision != 0 {
+				return errCompacted
 			}
 			if err := wr.Err(); err != nil {
 				return err
