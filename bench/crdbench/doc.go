@@ -223,7 +223,10 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"queue on one key strictly one after another; the first holds until all are queued, then each holder releases "+
 		"as soon as it holds. FIFO means the nodes held the lock in the order they queued and fencing tokens grew; an "+
 		"overlap is a node that held before its predecessor started releasing. Throughput is handovers from the first "+
-		"release to the last acquisition; %d runs. etcd's VmRSS is sampled every 100 ms.\n\n", p.queueNodes, p.queueRuns)
+		"release to the last acquisition; %d runs, each on a key of its own after compacting etcd's history to its "+
+		"current revision, as a production etcd with auto-compaction keeps it (deleted entries stay in etcd's index "+
+		"until a compaction, and every waiter's read walks them, so without it each run would also carry the "+
+		"earlier runs' deleted entries). etcd's VmRSS is sampled every 100 ms.\n\n", p.queueNodes, p.queueRuns)
 
 	w.WriteString("## Machine\n\n| | |\n|---|---|\n")
 	for _, kv := range machine() {

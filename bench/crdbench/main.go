@@ -143,7 +143,7 @@ func fullPlan() plan {
 	return plan{
 		idle: idlePlan{rssMark: 60 * time.Second, cpuStart: 10 * time.Second, cpuWindow: 120 * time.Second,
 			counts: map[string]int{kindDaemon: 5, kindFloor: 5, kindNoTrim: 3, kindMetrics: 3, kindTextfile: 3, kindSlowPub: 3}},
-		handovers: 15, toolRuns: 100, queueNodes: 1000, queueRuns: 3,
+		handovers: 15, toolRuns: 100, queueNodes: 1000, queueRuns: 5,
 	}
 }
 
@@ -191,8 +191,8 @@ func (b *bench) run(ctx context.Context, doc string) error {
 		return err
 	}
 	var queues []queueResult
-	for range p.queueRuns {
-		q, err := b.queueRun(ctx, p.queueNodes)
+	for run := range p.queueRuns {
+		q, err := b.queueRun(ctx, p.queueNodes, run)
 		if err != nil {
 			return err
 		}
@@ -269,8 +269,8 @@ func (b *bench) queueOnly(ctx context.Context) error {
 	if b.quick {
 		p = quickPlan()
 	}
-	for range p.queueRuns {
-		q, err := b.queueRun(ctx, p.queueNodes)
+	for run := range p.queueRuns {
+		q, err := b.queueRun(ctx, p.queueNodes, run)
 		if err != nil {
 			return err
 		}
