@@ -10,7 +10,10 @@ load lib/etcd
 load lib/sim
 
 setup() { sim_e2e_setup; }
-teardown() { sim_e2e_teardown; }
+teardown() {
+	rm -f "$TEST_DIR/compacting"
+	sim_e2e_teardown
+}
 
 # rollout N: N nodes that all need a reboot, started together; waits until each
 # completed its reboot, checks the ledger and the published records.
@@ -46,4 +49,35 @@ rollout() {
 # bats test_tags=slow
 @test "E2E-1 7 nodes all need a reboot: all reboot, one at a time" {
 	rollout 7
+}
+
+# compact_forever: compact etcd's history to its current revision, again and
+# again, until $TEST_DIR/compacting is removed (docs/runbooks.md's commands);
+# one line per compaction in $TEST_DIR/compactions.
+compact_forever() {
+	local ep=${ETCD_ENDPOINTS%%,*} rev
+	touch "$TEST_DIR/compacting"
+	while [[ -e "$TEST_DIR/compacting" ]]; do
+		rev=$(etcdctl_clean --endpoints "$ep" endpoint status -w json 2>/dev/null |
+			grep -o '"revision":[0-9]*' | grep -o '[0-9]*$' | head -1)
+		if [[ -n "$rev" ]] && etcdctl_clean --endpoints "$ep" compact "$rev" >/dev/null 2>&1; then
+			echo "$rev" >>"$TEST_DIR/compactions"
+		fi
+		sleep 0.1
+	done
+}
+
+# An operator compacts etcd during a rollout, or etcd's auto-compaction runs
+# (docs/install.md): here to the current revision several times a second, so
+# that watches the nodes start from a revision they just read find it gone.
+# Every node still reboots exactly once, one at a time.
+@test "E2E-1 5 nodes while etcd compacts its history all the time: all reboot, one at a time" {
+	compact_forever 3>&- &
+	rollout 5
+	rm -f "$TEST_DIR/compacting"
+	wait
+	local n
+	n=$(wc -l <"$TEST_DIR/compactions")
+	echo "# $n compactions during the rollout" >&3
+	((n >= 20))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 )
 
 // scaleResult is one simulated fleet's steady state.
@@ -170,10 +171,11 @@ func scalingDoc(results []scaleResult) string {
 		"the pause key) and disconnects. Between publications the node holds no connection, no watch and no lock entry.\n"+
 		"- **Waiting for the lock**: one lock entry on a lock-session lease (lock_ttl_sec %d s, kept alive every %d s), "+
 		"one watch on the entry ahead (two watches, on the slots and the seats, while it holds a seat and waits for a "+
-		"reboot slot), one connection.\n"+
+		"reboot slot), one connection, and one read of the line every %.0f s without an event (lock.Recheck: a safety "+
+		"net for a lost watch event; handovers come from the watch).\n"+
 		"- **Rebooting**: one slot key `<ns>rebooting/<node>` on its own lease (reboot_slot_ttl_sec %d s, never kept "+
 		"alive), deleted by `crd-lock step complete` after the node is back.\n\n",
-		pub, 3*pub, d.LockTTLSec, d.LockTTLSec/3, d.RebootSlotTTLSec)
+		pub, 3*pub, d.LockTTLSec, d.LockTTLSec/3, lock.Recheck.Seconds(), d.RebootSlotTTLSec)
 	fmt.Fprintf(&w, "## Load on etcd with the defaults, all nodes idle (computed)\n\n"+
 		"A health record is about %d bytes (key and value, measured below). Reads of the view grow with the square of the "+
 		"fleet: each publication returns every record.\n\n", rec)

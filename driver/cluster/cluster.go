@@ -80,6 +80,11 @@ type world struct {
 	// beforeSlot, when set, runs just before the slot transaction (tests use
 	// it to take the lock away at the worst moment).
 	beforeSlot func()
+	// recheck, when set, replaces lock.Recheck while waiting for a slot;
+	// beforeWatch, when set, runs each time the wait for a slot starts a
+	// watch (tests count the re-reads).
+	recheck     time.Duration
+	beforeWatch func()
 }
 
 // realWorld reads the wall clock through lib/testclock (time.Now, unless

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,6 +244,51 @@ func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
 	}
 	if calls := n.rebootCalls(); len(calls) != 2 {
 		t.Errorf("reboot calls = %q, want one", calls)
+	}
+}
+
+// A watch can lose a deletion on some etcd releases (lock.Recheck): while it
+// waits for another node's slot, the cycle counts again every recheck even
+// without an event, says slot_waiting only once while nothing changes, and
+// still goes on at once when the slot is freed.
+func TestCycleRechecksWhileWaitingForASlot(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	ctx := context.Background()
+	grant, err := c.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "/t/"+ns+"/rebooting/node-b", `{"node":"node-b","since":"2026-01-01T00:00:00Z"}`, clientv3.WithLease(grant.ID)); err != nil {
+		t.Fatal(err)
+	}
+	var watches atomic.Int32
+	var stderr syncBuffer
+	done := make(chan outcome, 1)
+	go func() {
+		done <- n.step(ctx, []string{"cycle"}, func(w *world) {
+			w.recheck = 100 * time.Millisecond
+			w.beforeWatch = func() { watches.Add(1) }
+		}, &stderr)
+	}()
+	eventually(t, 10*time.Second, "the cycle re-reads the line several times", func() bool { return watches.Load() >= 5 })
+	if got := strings.Count(stderr.String(), `"event":"slot_waiting"`); got != 1 {
+		t.Errorf("slot_waiting logged %d times while nothing changed, want once:\n%s", got, stderr.String())
+	}
+	if calls := n.rebootCalls(); calls != nil {
+		t.Fatalf("reboot command ran while node-b was rebooting: %q", calls)
+	}
+	if _, err := c.Revoke(ctx, grant.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-done:
+		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+			t.Fatalf("cycle after the slot was freed = %d %s\n%s", o.code, o.stdout, o.stderr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cycle did not proceed within 5 s of node-b's slot being freed")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
@@ -21,6 +22,7 @@ import (
 // on a watch until that changes, then reports false: time passed, so the
 // checks run again before the count is trusted.
 func (c *cycleRun) slotsFree() (bool, error) {
+	var logged []string
 	for waited := false; ; waited = true {
 		p, err := c.present(c.uctx)
 		if err != nil {
@@ -36,25 +38,44 @@ func (c *cycleRun) slotsFree() (bool, error) {
 				"cluster: other nodes are rebooting (%s; max_holders %d); a real run would keep its seat and wait",
 				strings.Join(others, ","), c.cfg.MaxHolders))
 		}
-		c.log.Info("other nodes are rebooting; keeping the seat and waiting", "event", "slot_waiting",
-			"reason", driver.ReasonRebootInProgress, "present", strings.Join(p.Nodes, ","), "max_holders", c.cfg.MaxHolders)
+		if logged == nil || !slices.Equal(logged, p.Nodes) {
+			// Once, and again only when who is present changed (not on
+			// every Recheck).
+			c.log.Info("other nodes are rebooting; keeping the seat and waiting", "event", "slot_waiting",
+				"reason", driver.ReasonRebootInProgress, "present", strings.Join(p.Nodes, ","), "max_holders", c.cfg.MaxHolders)
+			logged = p.Nodes
+		}
 		if err := c.waitChange(p.Revision); err != nil {
 			return false, err
 		}
 	}
 }
 
-// waitChange blocks until a reboot slot or a lock entry changes after rev.
+// waitChange blocks until a reboot slot or a lock entry changes after rev,
+// or for lock.Recheck at most: a watch can lose a deletion on some etcd
+// releases (see lock.Recheck), and a slot freed unseen must not keep this
+// node waiting for ever.
 func (c *cycleRun) waitChange(rev int64) error {
+	if c.w.beforeWatch != nil {
+		c.w.beforeWatch()
+	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.uctx))
 	defer cancel()
 	slots := c.client.Watch(wctx, c.slotsPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	seats := c.client.Watch(wctx, c.lockKey()+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	every := lock.Recheck
+	if c.w.recheck > 0 {
+		every = c.w.recheck
+	}
+	recheck := time.NewTimer(every)
+	defer recheck.Stop()
 	var wr clientv3.WatchResponse
-	var ok bool
+	ok := true
 	select {
 	case <-c.uctx.Done():
 		return c.stop("", nil)
+	case <-recheck.C:
+		return nil
 	case wr, ok = <-slots:
 	case wr, ok = <-seats:
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -248,7 +249,11 @@ func TestIntegrationUnderCompaction(t *testing.T) {
 		maxHolders int
 	}{{"mutex", 1}, {"semaphore of 2", 2}} {
 		t.Run(tc.name, func(t *testing.T) {
-			iv := contend(t, s.Endpoint, "/it/compact/"+strconv.Itoa(tc.maxHolders), tc.maxHolders, rounds, 8, time.Millisecond)
+			// etcd 3.4.23 drops deletions under this compaction
+			// (TestIntegrationLostDeleteEvent): a short Recheck keeps the
+			// test quick there.
+			iv := contend(t, s.Endpoint, "/it/compact/"+strconv.Itoa(tc.maxHolders), tc.maxHolders, rounds, 8, time.Millisecond,
+				func(o *Options) { o.recheck = 500 * time.Millisecond })
 			if len(iv) != rounds*8 {
 				t.Fatalf("%d acquisitions, want %d", len(iv), rounds*8)
 			}
@@ -261,4 +266,65 @@ func TestIntegrationUnderCompaction(t *testing.T) {
 	if n := <-done; n < 10 {
 		t.Fatalf("only %d compactions ran during the test: it did not test compaction", n)
 	}
+}
+
+// etcd before 3.4.34 and 3.5.16 drops the deletion from a watch that starts
+// at the revision etcd was just compacted to (etcd issue 18089; Debian 12
+// ships 3.4.23). Here the holder releases and etcd is compacted to the
+// deletion's revision exactly between the waiter's read and its watch: on
+// such an etcd the watch never reports the release, and only the waiter's
+// periodic re-read (Recheck, shortened here) lets it in.
+func TestIntegrationLostDeleteEvent(t *testing.T) {
+	s := realServer(t)
+	c := newClient(t, s.Endpoint)
+	other := newClient(t, s.Endpoint)
+	ctx := context.Background()
+	key := "/it/lostevent/lock"
+	a, err := Acquire(ctx, c, opts(key, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let a's acquired_at write land first: nothing may write between the
+	// waiter's read and the release.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := Status(ctx, other, key)
+		if err == nil && len(info.Holders) == 1 && info.Holders[0].AcquiredAt != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's annotation was not written: %+v, %v", info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	o := opts(key, "b")
+	o.recheck = time.Second
+	var once sync.Once
+	var compactedAt, watchFrom int64
+	o.beforeWatch = func(ahead []string, rev int64) {
+		once.Do(func() {
+			release(t, a)
+			r, err := other.Get(ctx, "/it/lostevent/probe")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			compactedAt, watchFrom = r.Header.Revision, rev+1
+			if _, err := other.Compact(ctx, compactedAt, clientv3.WithCompactPhysical()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	started := time.Now()
+	b, err := Acquire(actx, c, o)
+	if err != nil {
+		t.Fatalf("b did not get the lock after a released it: %v", err)
+	}
+	release(t, b)
+	if compactedAt != watchFrom {
+		t.Fatalf("compacted to %d but the watch started at %d: the scenario needs them equal", compactedAt, watchFrom)
+	}
+	t.Logf("b held the lock %s after queueing (compacted to %d, the watch's start)", time.Since(started).Round(time.Millisecond), compactedAt)
 }

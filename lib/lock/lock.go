@@ -59,7 +59,22 @@ type Options struct {
 	OnRetry func(attempt int, err error, wait time.Duration)
 	// OnQueued, when set, is called once the entry is queued behind others.
 	OnQueued func(position int)
+
+	// recheck is how long a waiter trusts its watch before it reads again
+	// without an event (default Recheck); tests shorten it.
+	recheck time.Duration
+	// beforeWatch, when set, runs between a waiter's read and its watch
+	// (tests: to compact etcd at the revision a watch starts from).
+	beforeWatch func(ahead []string, rev int64)
 }
+
+// Recheck is how long a waiter waits on its watch before it reads the line
+// again anyway. Handovers never wait for it: they come from the watch. It
+// bounds the damage of a lost watch event: etcd before 3.4.34 and 3.5.16
+// drops a deletion from a watch that starts at the revision etcd was just
+// compacted to (etcd issue 18089), and a waiter relying on the watch alone
+// would then wait forever, and the whole line behind it.
+const Recheck = 30 * time.Second
 
 // Annotation is the JSON value of a lock entry.
 type Annotation struct {
@@ -126,6 +141,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.recheck <= 0 {
+		o.recheck = Recheck
 	}
 	return nil
 }
@@ -317,10 +335,16 @@ func isEntry(lockKey, key string) bool {
 }
 
 // waitDelete waits for a deletion that may let us in: of the entry just
-// before ours (one holder), or of any entry under the key (N holders).
+// before ours (one holder), or of any entry under the key (N holders). It
+// also returns, without an error, after o.recheck (see Recheck).
 func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, ahead []string, rev int64) error {
+	if o.beforeWatch != nil {
+		o.beforeWatch(ahead, rev)
+	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	recheck := time.NewTimer(o.recheck)
+	defer recheck.Stop()
 	var wch clientv3.WatchChan
 	if o.MaxHolders == 1 {
 		wch = c.Watch(wctx, ahead[len(ahead)-1], clientv3.WithRev(rev+1), clientv3.WithFilterPut())
@@ -333,6 +357,8 @@ func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Sessi
 			return ctx.Err()
 		case <-sess.Done():
 			return errSessionLost
+		case <-recheck.C:
+			return nil
 		case wr, ok := <-wch:
 			if !ok {
 				return errWatchClosed

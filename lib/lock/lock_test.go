@@ -186,7 +186,7 @@ func TestFencingTokenGrows(t *testing.T) {
 
 // contend runs rounds of contenders that each take the lock once, hold it
 // for hold, and record when; it returns every holding interval.
-func contend(t *testing.T, endpoint, key string, maxHolders, rounds, contenders int, hold time.Duration) []interval {
+func contend(t *testing.T, endpoint, key string, maxHolders, rounds, contenders int, hold time.Duration, adjust ...func(*Options)) []interval {
 	t.Helper()
 	clients := make([]*clientv3.Client, contenders)
 	for i := range clients {
@@ -203,6 +203,9 @@ func contend(t *testing.T, endpoint, key string, maxHolders, rounds, contenders 
 				defer wg.Done()
 				o := opts(key, fmt.Sprintf("r%d-c%d", r, i))
 				o.MaxHolders = maxHolders
+				for _, f := range adjust {
+					f(&o)
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
 				h, err := Acquire(ctx, clients[i], o)
