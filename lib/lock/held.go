@@ -42,6 +42,12 @@ type Held struct {
 	err      error
 	ctx      context.Context
 	cancel   context.CancelFunc
+
+	// recheck is how often the entry is read without a watch event;
+	// watchKey is the key the entry's watch follows (the entry; tests
+	// point it elsewhere to stand for a watch that loses the deletion).
+	recheck  time.Duration
+	watchKey string
 }
 
 func newHeld(c *clientv3.Client, sess *concurrency.Session, o *Options, entry string, rev int64, ann Annotation) *Held {
@@ -49,7 +55,10 @@ func newHeld(c *clientv3.Client, sess *concurrency.Session, o *Options, entry st
 	h := &Held{
 		client: c, session: sess, key: o.Key, entry: entry, rev: rev, ttl: o.TTL, rpcTimeout: o.RPCTimeout, ann: ann,
 		done: make(chan struct{}), stop: make(chan struct{}), finished: make(chan struct{}),
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, recheck: o.recheck, watchKey: entry,
+	}
+	if o.entryWatchKey != "" {
+		h.watchKey = o.entryWatchKey
 	}
 	go h.watchdog()
 	return h
@@ -212,27 +221,29 @@ func (h *Held) annotate(ctx context.Context) {
 // watchEntry closes deleted when the entry is deleted. Establishing a watch
 // blocks while etcd is unreachable, so it runs beside the keepalive checks.
 // A broken watch (leader change, compaction during a long hold) is
-// re-established from a fresh read of the entry.
+// re-established from a fresh read of the entry, and the entry is also read
+// every recheck without an event (see Recheck: a watch can lose a deletion).
 func (h *Held) watchEntry(ctx context.Context, deleted chan<- struct{}) {
 	from := h.rev + 1
 	for ctx.Err() == nil {
-		wch := h.client.Watch(clientv3.WithRequireLeader(ctx), h.entry, clientv3.WithRev(from), clientv3.WithFilterPut())
-		for wr := range wch {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					close(deleted)
-					return
-				}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := h.client.Watch(wctx, h.watchKey, clientv3.WithRev(from), clientv3.WithFilterPut())
+		gone, broken := waitEntryEvent(wch, h.recheck)
+		cancel()
+		if gone {
+			close(deleted)
+			return
+		}
+		if broken {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		gctx, cancel := context.WithTimeout(ctx, h.rpcTimeout)
+		gctx, gcancel := context.WithTimeout(ctx, h.rpcTimeout)
 		resp, err := h.client.Get(gctx, h.entry)
-		cancel()
+		gcancel()
 		if err != nil {
 			continue
 		}
@@ -241,6 +252,28 @@ func (h *Held) watchEntry(ctx context.Context, deleted chan<- struct{}) {
 			return
 		}
 		from = resp.Header.Revision + 1
+	}
+}
+
+// waitEntryEvent waits on the entry's watch: gone when it reports a
+// deletion, broken when it ends, neither when recheck passed first.
+func waitEntryEvent(wch clientv3.WatchChan, recheck time.Duration) (gone, broken bool) {
+	t := time.NewTimer(recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return false, false
+		case wr, ok := <-wch:
+			if !ok {
+				return false, true
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return true, false
+				}
+			}
+		}
 	}
 }
 

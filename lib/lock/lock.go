@@ -66,10 +66,14 @@ type Options struct {
 	// beforeWatch, when set, runs between a waiter's read and its watch
 	// (tests: to compact etcd at the revision a watch starts from).
 	beforeWatch func(ahead []string, rev int64)
+	// entryWatchKey, when set, is the key a holder's watch follows instead
+	// of its entry (tests: a watch that never reports the deletion).
+	entryWatchKey string
 }
 
 // Recheck is how long a waiter waits on its watch before it reads the line
-// again anyway. Handovers never wait for it: they come from the watch. It
+// again anyway, and how often a holder reads its own entry. Handovers never
+// wait for it: they come from the watch. It
 // bounds the damage of a lost watch event: etcd before 3.4.34 and 3.5.16
 // drops a deletion from a watch that starts at the revision etcd was just
 // compacted to (etcd issue 18089), and a waiter relying on the watch alone

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -437,6 +438,32 @@ func TestLostWhenEntryDeleted(t *testing.T) {
 	case <-h.Done():
 	case <-time.After(2 * time.Second):
 		t.Fatal("Done not closed after the entry was deleted")
+	}
+}
+
+// A holder whose watch never reports the deletion of its entry (a lost watch
+// event, see Recheck; here the watch follows another key) still learns of it
+// at its next re-read of the entry.
+func TestLostWhenEntryDeletedUnseenByTheWatch(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	o := opts("/t/delete-unseen/lock", "a")
+	o.recheck = 200 * time.Millisecond
+	o.entryWatchKey = "/t/delete-unseen/elsewhere"
+	h, err := Acquire(context.Background(), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, h)
+	if _, err := c.Delete(context.Background(), h.Entry()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+		if !strings.Contains(h.Err().Error(), "was deleted") {
+			t.Errorf("Err = %v, want the entry deleted", h.Err())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Done not closed within 3 s of the entry's deletion, with a 200 ms re-read")
 	}
 }
 
