@@ -206,19 +206,44 @@ func TestCycleBlockedUnderLock(t *testing.T) {
 	}
 }
 
-func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
-	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
-	n := newNode(t, embedded.Endpoint, ns, "node-a")
+// nodeBRebooting writes node-b's reboot slot in namespace ns on a lease of
+// its own and returns that lease.
+func nodeBRebooting(t *testing.T, c *clientv3.Client, ns string) clientv3.LeaseID {
+	t.Helper()
 	ctx := context.Background()
 	grant, err := c.Grant(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := "/t/" + ns + "/rebooting/node-b"
-	if _, err := c.Put(ctx, other, `{"node":"node-b","since":"2026-01-01T00:00:00Z"}`, clientv3.WithLease(grant.ID)); err != nil {
+	if _, err := c.Put(ctx, "/t/"+ns+"/rebooting/node-b", `{"node":"node-b","since":"2026-01-01T00:00:00Z"}`, clientv3.WithLease(grant.ID)); err != nil {
 		t.Fatal(err)
 	}
+	return grant.ID
+}
+
+// freeAndExpectRebooting frees node-b's slot and expects the waiting cycle
+// to go on and reboot within 5 s.
+func freeAndExpectRebooting(t *testing.T, c *clientv3.Client, slot clientv3.LeaseID, done <-chan outcome) {
+	t.Helper()
+	if _, err := c.Revoke(context.Background(), slot); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-done:
+		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+			t.Fatalf("cycle after the slot was freed = %d %s\n%s", o.code, o.stdout, o.stderr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cycle did not proceed within 5 s of node-b's slot being freed")
+	}
+}
+
+func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	ctx := context.Background()
+	slot := nodeBRebooting(t, c, ns)
 	var stderr syncBuffer
 	done := make(chan outcome, 1)
 	go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
@@ -231,17 +256,7 @@ func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
 	if calls := n.rebootCalls(); calls != nil {
 		t.Fatalf("reboot command ran while node-b was rebooting: %q", calls)
 	}
-	if _, err := c.Revoke(ctx, grant.ID); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle after the slot was freed = %d %s\n%s", o.code, o.stdout, o.stderr)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("cycle did not proceed within 5 s of node-b's slot being freed")
-	}
+	freeAndExpectRebooting(t, c, slot, done)
 	if calls := n.rebootCalls(); len(calls) != 2 {
 		t.Errorf("reboot calls = %q, want one", calls)
 	}
@@ -256,13 +271,7 @@ func TestCycleRechecksWhileWaitingForASlot(t *testing.T) {
 	c := newClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	ctx := context.Background()
-	grant, err := c.Grant(ctx, 60)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Put(ctx, "/t/"+ns+"/rebooting/node-b", `{"node":"node-b","since":"2026-01-01T00:00:00Z"}`, clientv3.WithLease(grant.ID)); err != nil {
-		t.Fatal(err)
-	}
+	slot := nodeBRebooting(t, c, ns)
 	var watches atomic.Int32
 	var stderr syncBuffer
 	done := make(chan outcome, 1)
@@ -279,17 +288,7 @@ func TestCycleRechecksWhileWaitingForASlot(t *testing.T) {
 	if calls := n.rebootCalls(); calls != nil {
 		t.Fatalf("reboot command ran while node-b was rebooting: %q", calls)
 	}
-	if _, err := c.Revoke(ctx, grant.ID); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle after the slot was freed = %d %s\n%s", o.code, o.stdout, o.stderr)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("cycle did not proceed within 5 s of node-b's slot being freed")
-	}
+	freeAndExpectRebooting(t, c, slot, done)
 }
 
 // With --no-wait (clusterrebootd simulate) the cycle answers instead of

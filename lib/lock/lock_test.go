@@ -424,46 +424,43 @@ func TestLostWhenLeaseRevoked(t *testing.T) {
 	}
 }
 
+// The holder's entry is deleted behind its back: the lock ends. Once as the
+// watch reports it, and once with a watch that never does (a lost watch
+// event, see Recheck; the watch follows another key there), when the holder
+// next reads its entry.
 func TestLostWhenEntryDeleted(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
-	h, err := Acquire(context.Background(), c, opts("/t/delete/lock", "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release(t, h)
-	if _, err := c.Delete(context.Background(), h.Entry()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-h.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("Done not closed after the entry was deleted")
-	}
-}
-
-// A holder whose watch never reports the deletion of its entry (a lost watch
-// event, see Recheck; here the watch follows another key) still learns of it
-// at its next re-read of the entry.
-func TestLostWhenEntryDeletedUnseenByTheWatch(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
-	o := opts("/t/delete-unseen/lock", "a")
-	o.recheck = 200 * time.Millisecond
-	o.entryWatchKey = "/t/delete-unseen/elsewhere"
-	h, err := Acquire(context.Background(), c, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release(t, h)
-	if _, err := c.Delete(context.Background(), h.Entry()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-h.Done():
-		if !strings.Contains(h.Err().Error(), "was deleted") {
-			t.Errorf("Err = %v, want the entry deleted", h.Err())
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("Done not closed within 3 s of the entry's deletion, with a 200 ms re-read")
+	for _, tc := range []struct {
+		name   string
+		adjust func(*Options)
+		within time.Duration
+	}{
+		{"seen by the watch", func(*Options) {}, 2 * time.Second},
+		{"unseen by the watch", func(o *Options) {
+			o.recheck = 200 * time.Millisecond
+			o.entryWatchKey = "/t/delete-unseen/elsewhere"
+		}, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, embedded.Endpoint)
+			o := opts("/t/delete/"+strings.ReplaceAll(tc.name, " ", "-")+"/lock", "a")
+			tc.adjust(&o)
+			h, err := Acquire(context.Background(), c, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release(t, h)
+			if _, err := c.Delete(context.Background(), h.Entry()); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-h.Done():
+				if !strings.Contains(h.Err().Error(), "was deleted") {
+					t.Errorf("Err = %v, want the entry deleted", h.Err())
+				}
+			case <-time.After(tc.within):
+				t.Fatalf("Done not closed within %s of the entry's deletion", tc.within)
+			}
+		})
 	}
 }
 
