@@ -131,7 +131,7 @@ all_done() {
 	# n1 noticed on its own that its lease was gone and stopped acting under the
 	# lock (its crd-lock child gives up after 2/3 TTL without a keepalive answer),
 	# by the time n3 had the lock.
-	_lost() { grep '"component":"crd-lock"' "$(sim_log n1)" | grep -q '"detail":"lock lost"'; }
+	_lost() { grep '"component":"crd-lock"' "$(sim_log n1)" | grep '"detail":"lock lost"' >/dev/null; }
 	_sim_wait 15 _lost
 	local t_lost
 	t_lost=$(sim_lock_lost_time n1)

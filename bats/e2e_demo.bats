@@ -15,7 +15,7 @@ setup() { common_setup; }
 	assert_output --regexp "node-3 +▼ down"
 	# It removed what it created.
 	local dir
-	dir=$(sed -n 's/.*Files: \([^ ]*clusterrebootd-demo\.[A-Za-z0-9]*\).*/\1/p' <<<"$output" | head -1)
+	dir=$(sed -n 's/.*Files: \([^ ]*clusterrebootd-demo\.[A-Za-z0-9]*\).*/\1/p' <<<"$output" | sed -n 1p)
 	[[ -n "$dir" ]] || fail "the demo did not name its directory"
 	[[ ! -e "$dir" ]] || fail "the demo left $dir behind"
 }

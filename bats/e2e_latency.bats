@@ -135,7 +135,7 @@ metric() {
 	t_raise=$(sim_now)
 	# n1's crd-lock child declares the lock lost (no keepalive answer for 2/3 TTL)
 	# and stops acting under it ...
-	_lost() { grep '"component":"crd-lock"' "$(sim_log n1)" | grep -q '"detail":"lock lost"'; }
+	_lost() { grep '"component":"crd-lock"' "$(sim_log n1)" | grep '"detail":"lock lost"' >/dev/null; }
 	_sim_wait $((ttl + 10)) _lost
 	t_lost=$(sim_lock_lost_time n1)
 	echo "# n1 gave up the lock $(sim_secs "$t_raise" "$t_lost") s after its latency went to 3 s" >&3

@@ -54,7 +54,7 @@ teardown() { sim_e2e_teardown; }
 	sim_need_reboot n1 n3
 	sim_start n1 n3
 	sim_wait_completed 30 n3
-	_policy_blocked() { grep '"reason":"policy"' "$(sim_log n1)" | grep -q 'only healthy fallback'; }
+	_policy_blocked() { grep '"reason":"policy"' "$(sim_log n1)" | grep 'only healthy fallback' >/dev/null; }
 	_sim_wait 10 _policy_blocked
 	sleep 3
 	refute grep -q '^n1 ' "$SIM_LEDGER"

@@ -59,7 +59,7 @@ compact_forever() {
 	touch "$TEST_DIR/compacting"
 	while [[ -e "$TEST_DIR/compacting" ]]; do
 		rev=$(etcdctl_clean --endpoints "$ep" endpoint status -w json 2>/dev/null |
-			grep -o '"revision":[0-9]*' | grep -o '[0-9]*$' | head -1)
+			grep -o '"revision":[0-9]*' | grep -o '[0-9]*$' | sed -n 1p)
 		if [[ -n "$rev" ]] && etcdctl_clean --endpoints "$ep" compact "$rev" >/dev/null 2>&1; then
 			echo "$rev" >>"$TEST_DIR/compactions"
 		fi

@@ -63,7 +63,7 @@ pkg_status() { in_root dpkg-query -W -f '${db:Status-Abbrev}${Version}' clusterr
 	[ "$(pkg_status)" = "ii ${PKG_VERSION}" ]
 	[[ "$output" == *"upgraded from ${PKG_VERSION}~old"* ]]
 
-	tail -1 "$R/etc/clusterrebootd/config.yaml" | grep -qx "# changed by the operator"
+	[ "$(tail -1 "$R/etc/clusterrebootd/config.yaml")" = "# changed by the operator" ]
 	# dpkg saw the new template and put it beside the kept one.
 	cmp "$R/etc/clusterrebootd/config.yaml.dpkg-dist" "$PKG_ROOT/packaging/config.yaml"
 	[ "$(cat "$R/etc/clusterrebootd/config.d/10-node.yaml")" = "node_name: node-7" ]

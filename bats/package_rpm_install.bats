@@ -48,7 +48,7 @@ rpm_root() { with_proc "$R" rpm --root "$R" --dbpath /var/lib/rpm "$@"; }
 	[ "$status" -eq 0 ]
 	run rpm_root -q clusterrebootd
 	[ "$output" = "clusterrebootd-${PKG_VERSION}-1.x86_64" ]
-	tail -1 "$R/etc/clusterrebootd/config.yaml" | grep -qx "# changed by the operator"
+	[ "$(tail -1 "$R/etc/clusterrebootd/config.yaml")" = "# changed by the operator" ]
 	cmp "$R/etc/clusterrebootd/config.yaml.rpmnew" "$PKG_ROOT/packaging/config.yaml"
 	[ "$(cat "$R/etc/clusterrebootd/disable")" = "frozen" ]
 }
@@ -59,6 +59,6 @@ rpm_root() { with_proc "$R" rpm --root "$R" --dbpath /var/lib/rpm "$@"; }
 	[ "$status" -eq 0 ]
 	[ ! -e "$R/usr/bin/clusterrebootd" ]
 	[ ! -e "$R/usr/lib/systemd/system/clusterrebootd.service" ]
-	tail -1 "$R/etc/clusterrebootd/config.yaml.rpmsave" | grep -qx "# changed by the operator"
+	[ "$(tail -1 "$R/etc/clusterrebootd/config.yaml.rpmsave")" = "# changed by the operator" ]
 	[ -f "$R/etc/clusterrebootd/disable" ]
 }

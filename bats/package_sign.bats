@@ -10,7 +10,7 @@ setup_file() {
 	mkdir -p "$KEYS" "$SIGNED" && chmod 0700 "$KEYS"
 	gpg --homedir "$KEYS" --batch --passphrase '' --quick-gen-key \
 		'clusterrebootd test signing <test@invalid>' rsa3072 sign never 2>/dev/null
-	export FPR=$(gpg --homedir "$KEYS" --with-colons --list-keys | awk -F: '/^fpr/ { print $10; exit }')
+	export FPR=$(gpg --homedir "$KEYS" --with-colons --list-keys | awk -F: '/^fpr/ && !done { print $10; done = 1 }')
 	export KEYID=${FPR: -16}
 	SHORTID=${FPR: -8}
 	export SHORTID=${SHORTID,,}
@@ -76,7 +76,7 @@ tamper() {
 		for member in control.tar.gz data.tar.gz; do
 			[ "$(ar p "$deb" $member | sha256sum)" = "$(ar p "$SIGNED/$(basename "$deb")" $member | sha256sum)" ]
 		done
-		ar t "$SIGNED/$(basename "$deb")" | grep -qx _gpgorigin
+		ar t "$SIGNED/$(basename "$deb")" | grep -x _gpgorigin >/dev/null
 	done
 	for rpm in "$PKG_DIST"/*.rpm; do
 		q='%{SHA256HEADER} %{PAYLOADDIGEST}'

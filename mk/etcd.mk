@@ -45,7 +45,7 @@ $(ETCDCTL_BIN): $(ETCD_SRCS)
 # left alone. Whatever still runs as the etcd user afterwards is stopped, and the
 # service is disabled under systemd or sysvinit, whichever is there.
 etcd-debian:
-	@if ! dpkg-query -W -f='$${Status}\n' etcd-server etcd-client 2>/dev/null | grep -c "install ok installed" | grep -qx 2; then \
+	@if ! dpkg-query -W -f='$${Status}\n' etcd-server etcd-client 2>/dev/null | grep -c "install ok installed" | grep -x 2 >/dev/null; then \
 	  policy=/usr/sbin/policy-rc.d; created=; \
 	  if [ ! -e $$policy ]; then \
 	    printf '#!/bin/sh\n# clusterrebootd make etcd-debian: start no service while installing\nexit 101\n' > $$policy; \
@@ -62,5 +62,5 @@ etcd-debian:
 	    fi; \
 	  done; \
 	fi
-	@$(ETCD_DEBIAN) --version | head -1
-	@ETCDCTL_API=3 $(ETCDCTL_DEBIAN) version | head -1
+	@$(ETCD_DEBIAN) --version | sed -n 1p
+	@ETCDCTL_API=3 $(ETCDCTL_DEBIAN) version | sed -n 1p

@@ -1,4 +1,5 @@
-# Linters, pinned.
+# Linters, pinned, and scripts/lint-pipes: no pipe into a reader that can exit
+# before its writer (SIGPIPE under the recipes' pipefail).
 STATICCHECK_VERSION := v0.8.2
 
 .PHONY: lint
@@ -7,6 +8,7 @@ lint: $(TOOLS_BIN)/staticcheck
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	staticcheck ./...
+	$(ROOT)/scripts/lint-pipes
 
 $(TOOLS_BIN)/staticcheck:
 	GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

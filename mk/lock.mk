@@ -11,7 +11,7 @@ LOCK_IT_PKGS := ./lib/etcd/... ./lib/lock/...
 .PHONY: test-lock-integration
 test-lock-integration: $(ETCD_BIN) etcd-debian
 	@for bin in $(ETCD_BIN) $(ETCD_DEBIAN); do \
-	  echo "test-lock-integration: against $$bin ($$($$bin --version | head -1))"; \
+	  echo "test-lock-integration: against $$bin ($$($$bin --version | sed -n 1p))"; \
 	  CRD_TEST_ETCD=$$bin $(GO) test -race -count=1 $(LOCK_IT_PKGS) || exit 1; \
 	  CRD_TEST_ETCD=$$bin $(GO) test -count=1 ./testscripts/ -run 'TestScripts/crd-lock|TestCrdLockScripts' || exit 1; \
 	done

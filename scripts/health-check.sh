@@ -77,7 +77,7 @@ check_etcd() {
 		for ep in $(lines "$ETCD_ENDPOINTS"); do
 			total=$((total + 1))
 			# shellcheck disable=SC2086
-			if curl -fsS --max-time "$HC_TIMEOUT" $HC_CURL_ARGS "$ep/health" 2>/dev/null | grep -q '"health": *"true"'; then
+			if curl -fsS --max-time "$HC_TIMEOUT" $HC_CURL_ARGS "$ep/health" 2>/dev/null | grep '"health": *"true"' >/dev/null; then
 				healthy=$((healthy + 1))
 			fi
 		done
@@ -116,8 +116,8 @@ check_sla() {
 	[ -n "$HC_SLA_URL" ] || return 0
 	have curl || fail "curl is not installed; cannot check the SLA at $HC_SLA_URL"
 	# shellcheck disable=SC2086
-	value=$(curl -fsS --max-time "$HC_TIMEOUT" $HC_CURL_ARGS "$HC_SLA_URL" 2>/dev/null | head -n 1 | tr -d '[:space:]')
-	echo "$value" | grep -Eq '^-?[0-9]+(\.[0-9]+)?$' || fail "SLA endpoint $HC_SLA_URL did not answer with a number (got '$value')"
+	value=$(curl -fsS --max-time "$HC_TIMEOUT" $HC_CURL_ARGS "$HC_SLA_URL" 2>/dev/null | sed -n 1p | tr -d '[:space:]')
+	printf '%s\n' "$value" | grep -E '^-?[0-9]+(\.[0-9]+)?$' >/dev/null || fail "SLA endpoint $HC_SLA_URL did not answer with a number (got '$value')"
 	if [ -n "$HC_SLA_MIN" ] && ! awk -v v="$value" -v m="$HC_SLA_MIN" 'BEGIN { exit !(v >= m) }'; then
 		fail "SLA $value is below the minimum $HC_SLA_MIN ($HC_SLA_URL)"
 	fi

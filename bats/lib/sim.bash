@@ -292,7 +292,7 @@ sim_log_time() {
 
 sim_lock_lost_time() {
 	local t
-	t=$(grep '"component":"crd-lock"' "$(sim_log "$1")" | grep '"detail":"lock lost"' | head -n 1 | jq -r .ts)
+	t=$(grep '"component":"crd-lock"' "$(sim_log "$1")" | grep '"detail":"lock lost"' | sed -n 1p | jq -r .ts)
 	[[ -n "$t" && "$t" != null ]] || return 1
 	date -d "$t" +%s.%N
 }
