@@ -64,6 +64,9 @@ const (
 	ReasonRebootFailed     = "reboot_failed"
 	ReasonRebootLoop       = "reboot_loop"
 	ReasonPostReboot       = "post_reboot"
+	// ReasonConflict: another live machine uses this node_name, or another
+	// lock shares the etcd namespace (exit 2: the configuration must change).
+	ReasonConflict = "conflict"
 	// ReasonInterrupted: the step was stopped (daemon shutdown, a local
 	// condition turned false while waiting for the lock, a reload).
 	ReasonInterrupted = "interrupted"
@@ -76,7 +79,7 @@ const (
 func Reasons() []string {
 	return []string{ReasonKillSwitch, ReasonPaused, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
 		ReasonLockBusy, ReasonEtcd, ReasonRebootInProgress, ReasonDetector, ReasonHook, ReasonRebootFailed,
-		ReasonRebootLoop, ReasonPostReboot, ReasonInterrupted, ReasonInternal}
+		ReasonRebootLoop, ReasonPostReboot, ReasonConflict, ReasonInterrupted, ReasonInternal}
 }
 
 // ReasonCode is the exit code a blocked reason maps to (the exit code of
@@ -103,6 +106,8 @@ func ReasonCode(reason string) exitcode.Code {
 		return exitcode.RebootLoop
 	case ReasonInterrupted:
 		return exitcode.Interrupted
+	case ReasonConflict:
+		return exitcode.Config
 	}
 	return exitcode.Internal
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 	"github.com/clusterrebootd/clusterrebootd/lib/testclock"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
@@ -77,6 +78,10 @@ type world struct {
 	root string
 	// uname, when set, replaces uname(2) for kernel detectors.
 	uname func() (string, error)
+	// bootID and machineID, when set, replace the ids read under root
+	// (tests: a node that "reboots" gets a new boot id).
+	bootID    func() (string, error)
+	machineID func() string
 	// beforeSlot, when set, runs just before the slot transaction (tests use
 	// it to take the lock away at the worst moment).
 	beforeSlot func()
@@ -294,3 +299,18 @@ func (s *session) fresh() (context.Context, context.CancelFunc) {
 }
 
 func secs(n int) time.Duration { return time.Duration(n) * time.Second }
+
+// ids are this boot's and this machine's ids (lib/reboot, under root).
+func (w world) ids() (bootID string, bootErr error, machineID string) {
+	if w.bootID != nil {
+		bootID, bootErr = w.bootID()
+	} else {
+		bootID, bootErr = reboot.BootID(w.root)
+	}
+	if w.machineID != nil {
+		machineID = w.machineID()
+	} else {
+		machineID = reboot.MachineID(w.root)
+	}
+	return bootID, bootErr, machineID
+}

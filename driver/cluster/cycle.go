@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,6 +16,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
@@ -33,8 +33,11 @@ type CycleResult struct {
 	Policy *policy.Decision `json:"policy,omitempty"`
 	// Gate summarises the under-lock health check.
 	Gate *GateSummary `json:"gate,omitempty"`
-	// Present lists the nodes counted against max_holders at the last count.
+	// Present lists the nodes counted against max_holders at the last count
+	// (a name twice when two machines share it).
 	Present []string `json:"present,omitempty"`
+	// MaxHolders is the max_holders that counted: the smallest in the line.
+	MaxHolders int `json:"max_holders,omitempty"`
 	// Reboot is what lib/reboot did (or, in a dry run, would have done).
 	Reboot *reboot.Result `json:"reboot,omitempty"`
 }
@@ -64,8 +67,18 @@ type cycleRun struct {
 	held      *lock.Held
 	res       *CycleResult
 	log       *slog.Logger
-	// slotLease carries the reboot slot once taken.
+	// fleet is this node's side of the reboot slots (lib/slot); count is
+	// the last count, which the slot transaction is guarded by.
+	fleet slot.Fleet
+	count slot.Count
+	// slotLease carries the reboot slot's lease once granted, slot the slot
+	// once taken.
 	slotLease clientv3.LeaseID
+	slot      *slot.Held
+	// slotExpired: the slot's lease ran out under the lock.
+	slotExpired bool
+	// warnedMax: the max_holders disagreement was logged once.
+	warnedMax bool
 	// noWait answers instead of waiting for other nodes' slots (simulate).
 	noWait bool
 }
@@ -74,21 +87,18 @@ type cycleRun struct {
 func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResult) error {
 	res.Attempt = a.Attempt
 	log := s.log.With("attempt", a.Attempt)
-	bootID, err := reboot.BootID(s.w.root)
+	bootID, err, machineID := s.w.ids()
 	if err != nil {
-		log.Warn("boot id unreadable; the lock annotation goes without it", "error", err.Error())
+		log.Warn("boot id unreadable; the lock annotation goes without it (no reboot slot can be taken)", "error", err.Error())
 	}
-	o := lock.Options{
-		Key: s.lockKey(), MaxHolders: s.cfg.MaxHolders, TTL: secs(s.cfg.LockTTLSec),
-		Node: s.cfg.NodeName, PID: os.Getpid(), BootID: bootID, Purpose: "reboot",
-		Backoff:    lock.Backoff{Min: secs(s.cfg.BackoffMinSec), Max: secs(s.cfg.BackoffMaxSec), Rand: s.w.rand},
-		RPCTimeout: s.rpc, Now: s.w.now,
-		OnRetry: func(attempt int, err error, wait time.Duration) {
-			log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", driver.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
-		},
-		OnQueued: func(position int) {
-			log.Info("waiting for the lock", "event", "lock_waiting", "reason", driver.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
-		},
+	o := lock.FromConfig(s.cfg, bootID, machineID)
+	o.Purpose, o.RPCTimeout, o.Now = "reboot", s.rpc, s.w.now
+	o.Backoff.Rand = s.w.rand
+	o.OnRetry = func(attempt int, err error, wait time.Duration) {
+		log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", driver.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
+	}
+	o.OnQueued = func(position int) {
+		log.Info("waiting for the lock", "event", "lock_waiting", "reason", driver.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
 	}
 	actx := ctx
 	if a.NoWait {
@@ -125,7 +135,9 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	defer cancel()
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
-	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log, noWait: a.NoWait}
+	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log, noWait: a.NoWait,
+		fleet: slot.FromConfig(s.client, s.cfg, bootID, machineID)}
+	c.fleet.RPCTimeout, c.fleet.Now = s.rpc, s.w.now
 	return c.run()
 }
 
@@ -140,18 +152,26 @@ func (c *cycleRun) run() error {
 		if err != nil {
 			return err
 		}
-		if free {
-			break
+		if !free {
+			continue
 		}
-	}
-	if c.cfg.DryRun {
-		return c.dryRun()
-	}
-	if err := reboot.CheckStateDir(c.cfg.StateDir); err != nil {
-		return c.stop(driver.ReasonRebootFailed, err)
-	}
-	if err := c.takeSlot(); err != nil {
-		return err
+		if err := c.policyAtCount(); err != nil {
+			return err
+		}
+		if c.cfg.DryRun {
+			return c.dryRun()
+		}
+		if err := reboot.CheckStateDir(c.cfg.StateDir); err != nil {
+			return c.stop(driver.ReasonRebootFailed, err)
+		}
+		err = c.takeSlot()
+		if errors.Is(err, errRecount) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	if err := c.hooks(); err != nil {
 		c.freeSlot()
@@ -162,7 +182,11 @@ func (c *cycleRun) run() error {
 		return err
 	}
 	if err := c.reboot(); err != nil {
-		c.freeSlot()
+		if c.res.Reboot != nil && c.res.Reboot.CommandStarted {
+			c.keepSlotAfterCommand()
+		} else {
+			c.freeSlot()
+		}
 		return err
 	}
 	return nil

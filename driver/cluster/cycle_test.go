@@ -81,6 +81,7 @@ func TestCycleRealRebootThenComplete(t *testing.T) {
 	ns := nsName(t)
 	c := newClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	n.boot = "boot-1"
 	hookLog := filepath.Join(n.dir, "hook-log")
 	script(t, filepath.Join(n.dir, "hook.sh"), `echo "hook $CRD_SLOT_KEY $(ls `+n.calls+` 2>/dev/null)" >> `+hookLog)
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 5}}
@@ -115,6 +116,15 @@ func TestCycleRealRebootThenComplete(t *testing.T) {
 	}
 	assertFree(t, c, n)
 
+	// Before the reboot, complete refuses: the slot must outlast the shutdown.
+	if o = n.run("complete"); o.code != exitcode.LockBusy || o.json["freed"] != false {
+		t.Errorf("complete in the same boot = %d %s, want 4 and the slot kept", o.code, o.stdout)
+	}
+	if val, _ := slotOf(t, c, ns, "node-a"); val == "" {
+		t.Fatal("complete in the same boot freed the slot")
+	}
+
+	n.boot = "boot-2" // the reboot
 	o = n.run("complete")
 	if o.code != exitcode.OK || o.json["freed"] != true {
 		t.Fatalf("complete = %d %s, want freed", o.code, o.stdout)
@@ -179,8 +189,8 @@ func TestCycleBlockedUnderLock(t *testing.T) {
 		{"pre-reboot hook fails", func(t *testing.T, n *node, _ *clientv3.Client) {
 			n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{"/bin/sh", "-c", "echo drain refused >&2; exit 1"}, "timeout_sec": 5}}
 		}, exitcode.RebootFailed, driver.ReasonHook},
-		{"reboot command fails", func(t *testing.T, n *node, _ *clientv3.Client) {
-			n.cfg["reboot_command"] = []string{"/bin/false"}
+		{"reboot command cannot start", func(t *testing.T, n *node, _ *clientv3.Client) {
+			n.cfg["reboot_command"] = []string{"/nonexistent/reboot"}
 		}, exitcode.RebootFailed, driver.ReasonRebootFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

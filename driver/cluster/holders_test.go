@@ -78,6 +78,7 @@ func TestMaxHoldersTwoOfThree(t *testing.T) {
 	for i := range 3 {
 		n := newNode(t, embedded.Endpoint, ns, fmt.Sprintf("node-%d", i))
 		n.cfg["max_holders"] = 2
+		n.boot = n.name + "-boot-0"
 		script(t, filepath.Join(n.dir, "reboot.sh"), `echo "start $1 $(date +%s.%N)" >> `+ledger)
 		wg.Add(1)
 		go func() {
@@ -96,6 +97,7 @@ func TestMaxHoldersTwoOfThree(t *testing.T) {
 					f.Close()
 				}
 				mu.Unlock()
+				n.boot = fmt.Sprintf("%s-boot-%d", n.name, round+1) // back from the reboot
 				if o := n.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
 					errs <- fmt.Sprintf("%s round %d: complete = %d %s", n.name, round, o.code, o.stdout)
 					return

@@ -40,6 +40,9 @@ type node struct {
 	calls    string // the reboot command appends a line here
 	killFile string
 	endpoint string
+	// boot and machine, when set, are the node's boot id and machine id
+	// (default: the host's); a test "reboots" the node by changing boot.
+	boot, machine string
 }
 
 // newNode makes a node under namespace /t/<ns>/ whose detector says "needed",
@@ -119,6 +122,14 @@ func (o outcome) str(key string) string {
 // Its stderr goes to errb when given (to watch it while the step runs).
 func (n *node) step(ctx context.Context, args []string, edit func(*world), errb *syncBuffer) outcome {
 	w := realWorld()
+	if n.boot != "" {
+		boot := n.boot
+		w.bootID = func() (string, error) { return boot, nil }
+	}
+	if n.machine != "" {
+		machine := n.machine
+		w.machineID = func() string { return machine }
+	}
 	if edit != nil {
 		edit(&w)
 	}

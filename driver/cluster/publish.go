@@ -5,19 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
@@ -36,9 +39,14 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	if a.LastCheck.IsZero() {
 		a.LastCheck = s.w.now()
 	}
+	bootID, _, machineID := s.w.ids()
 	rec := policy.NodeRecord{
 		Node: s.cfg.NodeName, State: a.State, Reason: oneLine(a.Detail, 200), RebootRequired: a.RebootRequired,
 		LastCheck: a.LastCheck.UTC(), Group: s.cfg.Group, Version: version.Get().Version,
+		Lock: strings.TrimSuffix(s.cfg.LockKey, "/"), BootID: bootID, MachineID: machineID,
+	}
+	if err := s.recordIsOurs(ctx, rec); err != nil {
+		return err
 	}
 	val, _ := json.Marshal(rec)
 	id, old, err := s.publishLease(ctx)
@@ -64,6 +72,45 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	}
 	res.View = v
 	return nil
+}
+
+// recordIsOurs refuses to overwrite a record that another machine publishes
+// under this node_name (another machine id), or that another lock's node
+// publishes in this namespace: two machines must not merge into one node,
+// and two fleets must not share a namespace. The record is left alone; the
+// error (exit 2) says what to change. A replaced machine's old record expires
+// within three publish intervals.
+func (s *session) recordIsOurs(ctx context.Context, mine policy.NodeRecord) error {
+	rctx, cancel := s.rpcCtx(ctx)
+	resp, err := s.client.Get(rctx, s.nodeKey())
+	cancel()
+	if err != nil {
+		return s.etcdErr(ctx, "reading the health record "+s.nodeKey(), err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	var rec policy.NodeRecord
+	if json.Unmarshal(resp.Kvs[0].Value, &rec) != nil {
+		return nil // unreadable: ours to replace
+	}
+	if rec.Lock != "" && rec.Lock != mine.Lock {
+		return exitcode.Errorf(exitcode.Config, "cluster: the health record %s belongs to lock %s, this node's lock is %s: two fleets share etcd_namespace %s; give each lock its own etcd_namespace",
+			s.nodeKey(), rec.Lock, mine.Lock, s.ns)
+	}
+	if rec.MachineID != "" && mine.MachineID != "" && rec.MachineID != mine.MachineID {
+		return exitcode.Errorf(exitcode.Config, "cluster: node_name %q is used by another machine too (machine id %s, boot id %s publishes %s): give every machine a unique node_name; "+
+			"if that machine was replaced, its record expires within %d s",
+			s.cfg.NodeName, rec.MachineID, orUnknown(rec.BootID), s.nodeKey(), 3*s.cfg.HealthPublishIntervalSec)
+	}
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // publishLease returns the lease the record lives on: the one remembered in
@@ -115,48 +162,85 @@ func writeFileAtomic(path string, data []byte) error {
 	return atomicfile.WriteFile(path, data, 0o600)
 }
 
-// complete deletes this node's reboot slot (and its lease).
+// complete frees this node's reboot slot after its reboot: only the slot
+// this machine wrote (lib/slot.Complete, by the lease recorded in
+// state_dir), and only once the boot id says the node rebooted. A slot taken
+// by a version that recorded no claim is freed only if its value names the
+// boot the marker was written in.
 func (s *session) complete(ctx context.Context, res *driver.CompleteResult) error {
+	boot, err, _ := s.w.ids()
+	if err != nil {
+		return exitcode.Errorf(exitcode.RebootFailed, "%v; cannot tell whether this node rebooted, so its reboot slot is left to expire", err)
+	}
 	rctx, cancel := s.rpcCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Delete(rctx, s.slotKey(), clientv3.WithPrevKV())
+	cl, ok, err := slot.ReadClaim(s.cfg.StateDir)
 	if err != nil {
-		return s.etcdErr(ctx, "deleting the reboot slot "+s.slotKey(), err)
+		return err
 	}
-	res.Freed = resp.Deleted > 0
-	if len(resp.PrevKvs) > 0 && resp.PrevKvs[0].Lease != 0 {
-		// The slot lease carries nothing else; let it go now.
-		_, _ = s.client.Revoke(rctx, clientv3.LeaseID(resp.PrevKvs[0].Lease))
+	if !ok {
+		m, merr := reboot.ReadMarker(s.cfg.StateDir)
+		if merr != nil {
+			s.log.Info("no reboot slot claim and no marker: nothing of this node's to free", "event", "slot_freed", "key", s.slotKey(), "freed", false)
+			return nil
+		}
+		if m.BootID == boot {
+			return exitcode.Errorf(exitcode.LockBusy, "cluster: the reboot requested at %s has not happened yet (boot id %s unchanged): the slot stays until the node is back or it expires",
+				m.RequestedAt.UTC().Format(time.RFC3339), boot)
+		}
+		freed, err := slot.CompleteByBoot(rctx, s.client, s.ns, s.slotKey(), m.BootID)
+		if errors.Is(err, slot.ErrNotOurs) {
+			s.log.Warn("reboot slot left alone", "event", "slot_not_ours", "key", s.slotKey(), "error", err.Error())
+		} else if err != nil {
+			return s.etcdErr(ctx, "freeing the reboot slot "+s.slotKey(), err)
+		}
+		res.Freed = freed
+		s.log.Info("reboot slot freed", "event", "slot_freed", "key", s.slotKey(), "freed", res.Freed)
+		return nil
 	}
-	s.log.Info("reboot slot freed", "event", "slot_freed", "key", s.slotKey(), "freed", res.Freed)
+	freed, err := slot.Complete(rctx, s.client, cl, boot)
+	var coded *exitcode.Error
+	if errors.As(err, &coded) {
+		return err
+	}
+	if err != nil {
+		return s.etcdErr(ctx, "freeing the reboot slot "+cl.Key, err)
+	}
+	if err := slot.RemoveClaim(s.cfg.StateDir); err != nil {
+		s.log.Warn("cannot remove the reboot slot claim", "event", "slot_claim_error", "error", err.Error())
+	}
+	res.Freed = freed
+	s.log.Info("reboot slot freed", "event", "slot_freed", "key", cl.Key, "freed", res.Freed)
 	return nil
 }
 
 // keepSlot renews this node's reboot slot while it is back but failing its
 // post-reboot checks: the slot, granted before the reboot, would otherwise
-// run out and let the next node follow one that is not healthy again. A
-// slot that already expired is not re-taken (that needs the lock).
+// run out and let the next node follow one that is not healthy again. Only
+// this machine's own slot (the claim's lease) is renewed; a slot that
+// already expired is not re-taken (that needs the lock).
 func (s *session) keepSlot(ctx context.Context, res *driver.CompleteResult) error {
 	rctx, cancel := s.rpcCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Get(rctx, s.slotKey())
+	cl, ok, err := slot.ReadClaim(s.cfg.StateDir)
 	if err != nil {
-		return s.etcdErr(ctx, "reading the reboot slot "+s.slotKey(), err)
+		return err
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+	if !ok {
+		s.log.Warn("no reboot slot claim in state_dir: no slot of this node's to keep", "event", "slot_gone", "key", s.slotKey())
+		return nil
+	}
+	ttl, err := slot.Keep(rctx, s.client, cl)
+	if errors.Is(err, slot.ErrExpired) {
 		s.log.Warn("no reboot slot left to keep: it expired while the node was down; other nodes may reboot",
-			"event", "slot_gone", "key", s.slotKey(), "slot_ttl_sec", s.cfg.RebootSlotTTLSec)
-		return nil
-	}
-	ka, err := s.client.KeepAliveOnce(rctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			"event", "slot_gone", "key", cl.Key, "slot_ttl_sec", s.cfg.RebootSlotTTLSec)
 		return nil
 	}
 	if err != nil {
-		return s.etcdErr(ctx, "renewing the reboot slot "+s.slotKey(), err)
+		return s.etcdErr(ctx, "renewing the reboot slot "+cl.Key, err)
 	}
-	res.Kept = ka.TTL > 0
-	s.log.Info("reboot slot kept while the post-reboot checks fail", "event", "slot_kept", "key", s.slotKey(), "ttl_sec", ka.TTL)
+	res.Kept = true
+	s.log.Info("reboot slot kept while the post-reboot checks run or fail", "event", "slot_kept", "key", cl.Key, "ttl_sec", ttl)
 	return nil
 }
 

@@ -81,11 +81,16 @@ func (c *Config) Namespace() string {
 
 // LockKeyForGroup is the lock key of this node's group: lock_key, or
 // lock_key + "/" + group when a group is set.
-func (c *Config) LockKeyForGroup() string {
-	if c.Group == "" {
-		return c.LockKey
+func (c *Config) LockKeyForGroup() string { return GroupLockKey(c.LockKey, c.Group) }
+
+// GroupLockKey is the one way to build a group's lock key: lockKey (without a
+// trailing "/") for no group, else lockKey/group.
+func GroupLockKey(lockKey, group string) string {
+	lockKey = strings.TrimSuffix(lockKey, "/")
+	if group == "" {
+		return lockKey
 	}
-	return c.LockKey + "/" + c.Group
+	return lockKey + "/" + group
 }
 
 // Detector is one entry of reboot_required_detectors.

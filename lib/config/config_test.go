@@ -479,3 +479,22 @@ func TestNamesAndListen(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupLockKey(t *testing.T) {
+	for _, tc := range []struct{ name, key, group, want string }{
+		{"no group", "/cluster/clusterrebootd/lock", "", "/cluster/clusterrebootd/lock"},
+		{"group", "/cluster/clusterrebootd/lock", "rack1", "/cluster/clusterrebootd/lock/rack1"},
+		{"trailing slash", "/c/lock/", "a", "/c/lock/a"},
+		{"trailing slash, no group", "/c/lock/", "", "/c/lock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := GroupLockKey(tc.key, tc.group); got != tc.want {
+				t.Errorf("GroupLockKey(%q, %q) = %q, want %q", tc.key, tc.group, got, tc.want)
+			}
+			c := Config{LockKey: tc.key, Group: tc.group}
+			if got := c.LockKeyForGroup(); got != tc.want {
+				t.Errorf("LockKeyForGroup() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -42,11 +42,12 @@ type Options struct {
 	MaxHolders int
 	// TTL is the lease TTL (lock_ttl_sec), at least 2 s (etcd's minimum).
 	TTL time.Duration
-	// Node, PID, BootID and Purpose annotate the entry.
-	Node    string
-	PID     int
-	BootID  string
-	Purpose string
+	// Node, PID, BootID, MachineID and Purpose annotate the entry.
+	Node      string
+	PID       int
+	BootID    string
+	MachineID string
+	Purpose   string
 	// Backoff spaces out retries after connection failures.
 	Backoff Backoff
 	// RPCTimeout bounds each request while acquiring; a request that takes
@@ -85,19 +86,11 @@ type Annotation struct {
 	Node       string     `json:"node"`
 	PID        int        `json:"pid"`
 	BootID     string     `json:"boot_id,omitempty"`
+	MachineID  string     `json:"machine_id,omitempty"`
 	Purpose    string     `json:"purpose,omitempty"`
 	MaxHolders int        `json:"max_holders"`
 	QueuedAt   time.Time  `json:"queued_at"`
 	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
-}
-
-// Key is the lock key for a group: lockKey itself, or lockKey/group.
-func Key(lockKey, group string) string {
-	lockKey = strings.TrimSuffix(lockKey, "/")
-	if group == "" {
-		return lockKey
-	}
-	return lockKey + "/" + group
 }
 
 // ValidGroup reports whether a group name is usable in a key: letters,
@@ -252,7 +245,7 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 		return nil, err
 	}
 	myKey := fmt.Sprintf("%s/%x", o.Key, grant.ID)
-	ann := Annotation{Node: o.Node, PID: o.PID, BootID: o.BootID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
+	ann := Annotation{Node: o.Node, PID: o.PID, BootID: o.BootID, MachineID: o.MachineID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
 	val, _ := json.Marshal(ann)
 	tctx, cancel := rpc()
 	resp, err := c.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)).
@@ -260,6 +253,11 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 	cancel()
 	if err != nil {
 		return fail(err)
+	}
+	if !resp.Succeeded {
+		// A fresh lease's key cannot exist; if it does, something else wrote
+		// under our lease ID: never take it for our own entry.
+		return fail(exitcode.Errorf(exitcode.Internal, "lock: entry %s already existed when it was to be created", myKey))
 	}
 	myRev := resp.Header.Revision
 	if err := waitTurn(ctx, c, sess, o, myKey, myRev); err != nil {
@@ -286,7 +284,18 @@ func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session
 			return err
 		}
 		if len(ahead) < o.MaxHolders {
-			return nil
+			// Ahead of us are fewer than our max_holders; each of them may
+			// allow fewer (a line whose nodes disagree): the smallest counts.
+			limit, err := smallestAhead(ctx, c, o, myRev, len(ahead))
+			if err != nil && ctx.Err() != nil {
+				return errInLine
+			}
+			if err != nil {
+				return err
+			}
+			if len(ahead) < limit {
+				return nil
+			}
 		}
 		if !queued && o.OnQueued != nil {
 			o.OnQueued(len(ahead) + 1)
@@ -324,16 +333,51 @@ func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey str
 	}
 	var ahead []string
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		if isEntry(o.Key, string(kv.Key)) {
+		if IsEntry(o.Key, string(kv.Key)) {
 			ahead = append(ahead, string(kv.Key))
 		}
 	}
 	return ahead, resp.Header.Revision, nil
 }
 
-// isEntry reports whether key is a direct entry of lockKey (not an entry of
+// smallestAhead is the smallest max_holders among our own and the n entries
+// ahead of ours (read with their values; n is below our max_holders).
+func smallestAhead(ctx context.Context, c *clientv3.Client, o *Options, myRev int64, n int) (int, error) {
+	limit := o.MaxHolders
+	if limit == 1 || n == 0 {
+		return limit, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
+	defer cancel()
+	resp, err := c.Get(rctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range resp.Kvs {
+		if !IsEntry(o.Key, string(kv.Key)) {
+			continue
+		}
+		if m := entryMaxHolders(kv.Value); m < limit {
+			limit = m
+		}
+	}
+	return limit, nil
+}
+
+// entryMaxHolders is an entry's max_holders; an entry without a readable
+// annotation (etcdctl lock) allows one holder.
+func entryMaxHolders(value []byte) int {
+	var a Annotation
+	if json.Unmarshal(value, &a) != nil || a.MaxHolders < 1 {
+		return 1
+	}
+	return a.MaxHolders
+}
+
+// IsEntry reports whether key is a direct entry of lockKey (not an entry of
 // a group lock nested below it).
-func isEntry(lockKey, key string) bool {
+func IsEntry(lockKey, key string) bool {
 	rest, ok := strings.CutPrefix(key, lockKey+"/")
 	return ok && rest != "" && !strings.Contains(rest, "/")
 }

@@ -16,20 +16,6 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
-func TestKey(t *testing.T) {
-	for _, tc := range []struct{ name, key, group, want string }{
-		{"no group", "/cluster/clusterrebootd/lock", "", "/cluster/clusterrebootd/lock"},
-		{"group", "/cluster/clusterrebootd/lock", "rack1", "/cluster/clusterrebootd/lock/rack1"},
-		{"trailing slash", "/c/lock/", "a", "/c/lock/a"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := Key(tc.key, tc.group); got != tc.want {
-				t.Errorf("Key(%q, %q) = %q, want %q", tc.key, tc.group, got, tc.want)
-			}
-		})
-	}
-}
-
 func TestValidGroup(t *testing.T) {
 	for _, tc := range []struct {
 		group string
@@ -49,8 +35,8 @@ func TestIsEntry(t *testing.T) {
 		want bool
 	}{{"/l/abc", true}, {"/l/g/abc", false}, {"/l/", false}, {"/lx/abc", false}} {
 		t.Run(tc.key, func(t *testing.T) {
-			if got := isEntry("/l", tc.key); got != tc.want {
-				t.Errorf("isEntry(/l, %q) = %v, want %v", tc.key, got, tc.want)
+			if got := IsEntry("/l", tc.key); got != tc.want {
+				t.Errorf("IsEntry(/l, %q) = %v, want %v", tc.key, got, tc.want)
 			}
 		})
 	}
@@ -532,7 +518,7 @@ func TestGroupsAreIndependent(t *testing.T) {
 	base := "/t/groups/lock"
 	var held []*Held
 	for _, g := range []string{"", "rack1", "rack10"} {
-		h, err := Acquire(ctx, c, opts(Key(base, g), "n-"+g))
+		h, err := Acquire(ctx, c, opts(strings.TrimSuffix(base+"/"+g, "/"), "n-"+g))
 		if err != nil {
 			t.Fatalf("group %q: %v", g, err)
 		}

@@ -94,17 +94,22 @@ func Entries(ctx context.Context, c *clientv3.Client, key string) (Info, error) 
 		return info, exitcode.Errorf(exitcode.EtcdUnavailable, "lock: reading %s from etcd at %s: %v", key, strings.Join(c.Endpoints(), ","), err)
 	}
 	info.Revision = resp.Header.Revision
-	position := 0
+	position, limit := 0, 0
 	for _, kv := range resp.Kvs {
-		if !isEntry(key, string(kv.Key)) {
+		if !IsEntry(key, string(kv.Key)) {
 			continue
 		}
 		e := Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: TTLUnknown}
 		if err := json.Unmarshal(kv.Value, &e.Annotation); err != nil || e.MaxHolders < 1 {
 			e.MaxHolders = 1
 		}
-		// Each contender decides with its own max_holders, and so does this.
-		if position < e.MaxHolders {
+		// Each contender holds while its position is below the smallest
+		// max_holders of its own and of every entry ahead (Acquire's rule),
+		// so the holders are a prefix of the line.
+		if limit == 0 || e.MaxHolders < limit {
+			limit = e.MaxHolders
+		}
+		if position < limit && len(info.Waiters) == 0 {
 			info.Holders = append(info.Holders, e)
 		} else {
 			info.Waiters = append(info.Waiters, e)

@@ -39,11 +39,18 @@ type NodeRecord struct {
 	LastCheck      time.Time `json:"last_check"`
 	Group          string    `json:"group,omitempty"`
 	Version        string    `json:"version,omitempty"`
+	// Lock is the publisher's lock_key: records of another lock in the same
+	// namespace are a configuration error (lib/slot). BootID and MachineID
+	// tell two machines with one node_name apart.
+	Lock      string `json:"lock,omitempty"`
+	BootID    string `json:"boot_id,omitempty"`
+	MachineID string `json:"machine_id,omitempty"`
 }
 
 // Slot is a reboot slot (<ns>rebooting/<node>): the node is rebooting.
 type Slot struct {
 	Node   string    `json:"node"`
+	Lock   string    `json:"lock,omitempty"`
 	Group  string    `json:"group,omitempty"`
 	Since  time.Time `json:"since"`
 	BootID string    `json:"boot_id,omitempty"`

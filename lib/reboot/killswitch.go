@@ -98,3 +98,15 @@ func rootOr(root string) string {
 	}
 	return root
 }
+
+// MachineID reads /etc/machine-id under root: stable across boots, it tells
+// the same machine after a reboot from another machine with the same
+// node_name. "" when unreadable (containers, minimal images): identity then
+// rests on the boot id alone.
+func MachineID(root string) string {
+	b, err := os.ReadFile(filepath.Join(rootOr(root), "etc/machine-id"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

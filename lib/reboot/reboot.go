@@ -1,8 +1,11 @@
 // Package reboot carries out the reboot itself, safely: it honours the kill
 // switch, records a reboot marker (with the boot id) in state_dir before
 // anything else happens, and only then runs reboot_command, without a
-// shell. A node that cannot write its marker does not reboot; a reboot
-// command that fails leaves no marker behind.
+// shell. A node that cannot write its marker does not reboot. A reboot
+// command that could not start leaves no marker behind; one that started and
+// failed leaves it: the shutdown it asked for may still come (systemctl
+// killed by the very shutdown it started), and the marker is what tells,
+// after a boot, that a reboot was requested.
 //
 // The daemon and crd-reboot both call Do.
 package reboot
@@ -68,10 +71,14 @@ type Result struct {
 	// KillSwitch is set when the kill switch stopped the reboot.
 	KillSwitch       bool   `json:"kill_switch"`
 	KillSwitchReason string `json:"kill_switch_reason,omitempty"`
-	// RequestedAt is when the marker was written (RFC 3339).
+	// RequestedAt is when the marker was written (RFC 3339 with fractions of
+	// a second, so that the reboot's logged duration is exact).
 	RequestedAt string `json:"requested_at,omitempty"`
 	// Executed is true when the reboot command ran and exited 0.
 	Executed bool `json:"executed"`
+	// CommandStarted is true once the reboot command was started, whatever
+	// became of it: from then on a shutdown may be under way.
+	CommandStarted bool `json:"command_started"`
 	// CommandExitStatus is the command's exit status when it ran (-1: it
 	// was killed or could not start).
 	CommandExitStatus *int `json:"command_exit_status,omitempty"`
@@ -87,8 +94,9 @@ type Result struct {
 //     Do returns without running anything;
 //  4. the marker is written: failure → exitcode.RebootFailed, and the
 //     command never runs;
-//  5. the command runs with a timeout; a non-zero exit, a timeout or a
-//     start failure removes the marker and is exitcode.RebootFailed.
+//  5. the command runs with a timeout; a start failure removes the marker;
+//     a non-zero exit or a timeout keeps it (the shutdown may still come);
+//     both are exitcode.RebootFailed.
 //
 // Once the marker is written the command is not interrupted by ctx: a
 // reboot that has been decided and recorded runs to its end (bounded by
@@ -124,11 +132,11 @@ func Do(ctx context.Context, o Options) (Result, error) {
 	if o.Now != nil {
 		now = o.Now
 	}
-	m := Marker{Version: MarkerVersion, Node: o.Node, BootID: id, RequestedAt: now().UTC().Truncate(time.Second), Command: o.Command, Extra: o.Extra}
+	m := Marker{Version: MarkerVersion, Node: o.Node, BootID: id, RequestedAt: now().UTC(), Command: o.Command, Extra: o.Extra}
 	if err := WriteMarker(o.StateDir, m); err != nil {
 		return res, err
 	}
-	res.RequestedAt = m.RequestedAt.Format(time.RFC3339)
+	res.RequestedAt = m.RequestedAt.Format(time.RFC3339Nano)
 
 	runner := o.Runner
 	if runner == nil {
@@ -142,6 +150,7 @@ func Do(ctx context.Context, o Options) (Result, error) {
 	if pr.StartErr == nil {
 		status := pr.ExitCode
 		res.CommandExitStatus = &status
+		res.CommandStarted = true
 	}
 	if pr.OK() {
 		res.Executed = true
@@ -149,7 +158,9 @@ func Do(ctx context.Context, o Options) (Result, error) {
 	}
 	res.CommandStderr = tail(pr.Stderr, 2048)
 	why := describe(pr, timeout)
-	if rerr := RemoveMarker(o.StateDir); rerr != nil {
+	if res.CommandStarted {
+		why += fmt.Sprintf("; the marker %s stays, since the shutdown it asked for may still come", res.Marker)
+	} else if rerr := RemoveMarker(o.StateDir); rerr != nil {
 		why += fmt.Sprintf("; and the marker could not be removed (%v): remove %s by hand", rerr, res.Marker)
 	}
 	return res, exitcode.Errorf(exitcode.RebootFailed, "reboot: reboot command %s %s; check reboot_command", strings.Join(o.Command, " "), why)

@@ -88,24 +88,24 @@ func TestDo(t *testing.T) {
 		{name: "state dir not writable: command never runs", opts: func(o *Options, dir string) {
 			o.StateDir = filepath.Join(writeFile(t, dir, "file", ""), "state")
 		}, code: exitcode.RebootFailed, msg: "cannot write reboot marker"},
-		{name: "command fails: marker removed", res: proc.Result{ExitCode: 1, Stderr: "Failed to reboot: Access denied\n"},
-			code: exitcode.RebootFailed, msg: "systemctl reboot exited 1: Failed to reboot: Access denied", ran: true,
+		{name: "command fails after it started: marker kept", res: proc.Result{ExitCode: 1, Stderr: "Failed to reboot: Access denied\n"},
+			code: exitcode.RebootFailed, msg: "systemctl reboot exited 1: Failed to reboot: Access denied", ran: true, markerLeft: true,
 			check: func(t *testing.T, r Result) {
-				if r.Executed || r.CommandStderr != "Failed to reboot: Access denied\n" || *r.CommandExitStatus != 1 {
+				if r.Executed || !r.CommandStarted || r.CommandStderr != "Failed to reboot: Access denied\n" || *r.CommandExitStatus != 1 {
 					t.Errorf("%+v", r)
 				}
 			}},
 		{name: "command cannot start: marker removed", res: proc.Result{ExitCode: -1, StartErr: errors.New("exec: no such file")},
 			code: exitcode.RebootFailed, msg: "could not be started: exec: no such file", ran: true,
 			check: func(t *testing.T, r Result) {
-				if r.CommandExitStatus != nil {
+				if r.CommandExitStatus != nil || r.CommandStarted {
 					t.Errorf("%+v", r)
 				}
 			}},
-		{name: "command times out: marker removed", res: proc.Result{ExitCode: -1, TimedOut: true, Signal: "terminated"},
-			code: exitcode.RebootFailed, msg: "timed out after 1m0s", ran: true},
-		{name: "command killed: marker removed", res: proc.Result{ExitCode: -1, Signal: "killed"},
-			code: exitcode.RebootFailed, msg: "killed by signal SIGKILL", ran: true},
+		{name: "command times out: marker kept", res: proc.Result{ExitCode: -1, TimedOut: true, Signal: "terminated"},
+			code: exitcode.RebootFailed, msg: "timed out after 1m0s", ran: true, markerLeft: true},
+		{name: "command killed (by the shutdown it started): marker kept", res: proc.Result{ExitCode: -1, Signal: "killed"},
+			code: exitcode.RebootFailed, msg: "killed by signal SIGKILL", ran: true, markerLeft: true},
 		{name: "empty command", opts: func(o *Options, dir string) { o.Command = nil }, code: exitcode.Config, msg: "reboot_command is empty"},
 		{name: "empty state dir", opts: func(o *Options, dir string) { o.StateDir = "" }, code: exitcode.Config, msg: "state_dir is empty"},
 		{name: "boot id unreadable", opts: func(o *Options, dir string) { o.Root = filepath.Join(dir, "nowhere") }, code: exitcode.RebootFailed, msg: "read boot id"},
@@ -200,8 +200,16 @@ func TestDoRealCommand(t *testing.T) {
 	if exitcode.CodeOf(err) != exitcode.RebootFailed || !strings.Contains(err.Error(), "exited 1: Failed to connect to bus") {
 		t.Fatalf("err %v", err)
 	}
+	if _, err := os.Stat(MarkerPath(stateDir)); err != nil {
+		t.Errorf("marker removed after a command that started and failed (%v): the shutdown may still come", err)
+	}
+	_ = RemoveMarker(stateDir)
+	_, err = Do(context.Background(), Options{Node: "n", Command: []string{"/nonexistent/reboot"}, StateDir: stateDir})
+	if exitcode.CodeOf(err) != exitcode.RebootFailed {
+		t.Fatalf("err %v", err)
+	}
 	if _, err := os.Stat(MarkerPath(stateDir)); err == nil {
-		t.Error("marker left after a failed command")
+		t.Error("marker left after a command that could not start")
 	}
 }
 
@@ -248,7 +256,7 @@ func TestDoMarkerNotRemovable(t *testing.T) {
 		p := MarkerPath(stateDir)
 		_ = os.Remove(p)
 		_ = os.MkdirAll(filepath.Join(p, "x"), 0o755)
-		return proc.Result{ExitCode: 3}
+		return proc.Result{ExitCode: -1, StartErr: errors.New("exec: no such file")}
 	}}
 	_, err := Do(context.Background(), Options{Node: "n", Command: []string{"/bin/false"}, StateDir: stateDir, Root: dir, Runner: rec})
 	if exitcode.CodeOf(err) != exitcode.RebootFailed || !strings.Contains(err.Error(), "could not be removed") {

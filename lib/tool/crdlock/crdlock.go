@@ -175,7 +175,7 @@ func (f *flags) load(fs *flag.FlagSet) (config.Config, string, error) {
 	if !lock.ValidGroup(cfg.Group) {
 		return cfg, "", exitcode.Errorf(exitcode.Config, "crd-lock: group %q: use letters, digits, '.', '_' and '-' only (at most 63)", cfg.Group)
 	}
-	key := lock.Key(cfg.LockKey, cfg.Group)
+	key := cfg.LockKeyForGroup()
 	if err := etcd.CheckKey(etcd.Namespace(cfg), key, f.common.ConfigPath); err != nil {
 		return cfg, key, err
 	}
