@@ -110,9 +110,13 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	if !progress.hooks && len(cfg.PostRebootHooks) > 0 {
 		if cfg.DryRun || mode.Simulate {
 			out.step(0, "post_reboot_hooks", DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
-		} else if err := d.deps.Hooks.Run(ctx, cfg, cfg.PostRebootHooks); err != nil {
-			return hold("post_reboot_hooks", ReasonPostReboot, err.Error())
 		} else {
+			// The slot, granted before the reboot, gets its whole TTL again
+			// before the hooks run (their timeouts are validated to fit).
+			d.keepSlot(ctx, cfg)
+			if err := d.deps.Hooks.Run(ctx, cfg, cfg.PostRebootHooks); err != nil {
+				return hold("post_reboot_hooks", ReasonPostReboot, err.Error())
+			}
 			out.step(0, "post_reboot_hooks", DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
 		}
 		d.markPost(m.BootID, func(p *postProgress) { p.hooks = true })
@@ -142,6 +146,9 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		return false
 	}
 	if !progress.settled && cfg.SettleSec > 0 {
+		// The slot, granted before the reboot, gets its whole TTL again
+		// before the wait, so that it outlasts settle_sec (validated to fit).
+		d.keepSlot(ctx, cfg)
 		if err := d.deps.Sleep(ctx, time.Duration(cfg.SettleSec)*time.Second); err != nil {
 			out.block(0, "settle", ReasonInterrupted, "stopped during settle_sec")
 			return true
@@ -286,6 +293,9 @@ func oneLine(s string, max int) string {
 // --keep). A failure is logged: the node is blocked anyway, and the slot
 // then frees itself when its lease runs out.
 func (d *Driver) keepSlot(ctx context.Context, cfg config.Config) {
+	if ctx.Err() != nil {
+		return // a child started already cancelled could only fail
+	}
 	var res CompleteResult
 	code, err := d.deps.Child.Run(ctx, StepComplete, CompleteArgs{Keep: true}.Args(), cfg, &res)
 	if err != nil || code != exitcode.OK {

@@ -31,7 +31,6 @@ func TestPostReboot(t *testing.T) {
 		reason     string // "" when the cycle went on to its normal end
 		markerLeft bool
 		children   []string
-		keep       bool // the child step was complete --keep
 		hooks      int
 		check      func(t *testing.T, w *world)
 	}{
@@ -41,7 +40,7 @@ func TestPostReboot(t *testing.T) {
 			cfg.PostRebootHooks = []config.Hook{{Name: "uncordon", Cmd: []string{"/bin/true"}}}
 			w.detect.required = false
 			w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
-		}, children: []string{StepComplete}, hooks: 1, check: func(t *testing.T, w *world) {
+		}, children: []string{"complete --keep", "complete --keep", "complete"}, hooks: 1, check: func(t *testing.T, w *world) {
 			if len(w.slept) != 1 || w.slept[0] != 30*time.Second {
 				t.Errorf("slept %v", w.slept)
 			}
@@ -61,19 +60,19 @@ func TestPostReboot(t *testing.T) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			w.gate.unhealthy["post-reboot"] = true
 			w.detect.required = false
-		}, reason: ReasonPostReboot, markerLeft: true, children: []string{StepComplete}, keep: true},
+		}, reason: ReasonPostReboot, markerLeft: true, children: []string{"complete --keep"}},
 		{name: "hook fails", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/false"}}}
 			w.hooks.err = exitcode.Errorf(exitcode.RebootFailed, "hook x exited 1")
-		}, reason: ReasonPostReboot, markerLeft: true, hooks: 1, children: []string{StepComplete}, keep: true},
+		}, reason: ReasonPostReboot, markerLeft: true, hooks: 1, children: []string{"complete --keep", "complete --keep"}},
 		{name: "history cannot be written: post_reboot, not reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			w.detect.required = false
 			if err := os.MkdirAll(HistoryPath(w.stateDir), 0o755); err != nil { // a directory: every write fails
 				t.Fatal(err)
 			}
-		}, reason: ReasonPostReboot, markerLeft: true, children: []string{StepComplete}, keep: true, check: func(t *testing.T, w *world) {
+		}, reason: ReasonPostReboot, markerLeft: true, children: []string{"complete --keep"}, check: func(t *testing.T, w *world) {
 			if h, err := ReadHistory(w.stateDir); err == nil {
 				t.Errorf("history readable: %+v", h)
 			}
@@ -91,7 +90,7 @@ func TestPostReboot(t *testing.T) {
 		}, reason: ReasonEtcd, markerLeft: true, children: []string{StepComplete}},
 		{name: "still needed after the reboot: reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
-		}, reason: ReasonRebootLoop, markerLeft: true, children: []string{StepComplete}, keep: true, check: func(t *testing.T, w *world) {
+		}, reason: ReasonRebootLoop, markerLeft: true, children: []string{"complete --keep"}, check: func(t *testing.T, w *world) {
 			if h, _ := ReadHistory(w.stateDir); h.Block == nil {
 				t.Error("no block recorded")
 			}
@@ -143,14 +142,14 @@ func TestPostReboot(t *testing.T) {
 			if left := err == nil; left != tt.markerLeft {
 				t.Errorf("marker left %v, want %v", left, tt.markerLeft)
 			}
-			got := w.child.steps()
-			if len(got) != len(tt.children) || (len(got) > 0 && got[0] != tt.children[0]) {
-				t.Errorf("child steps %v, want %v", got, tt.children)
+			// Each child step with its flags: complete --keep renews the
+			// slot before the hooks and the settle wait, and while blocked.
+			var got []string
+			for i, step := range w.child.steps() {
+				got = append(got, strings.TrimSpace(step+" "+strings.Join(w.child.args[i], " ")))
 			}
-			if len(got) > 0 {
-				if keep := strings.Join(w.child.args[0], " ") == "--keep"; keep != tt.keep {
-					t.Errorf("child args %q, want --keep %v", w.child.args[0], tt.keep)
-				}
+			if !slices.Equal(got, tt.children) {
+				t.Errorf("child steps %q, want %q", got, tt.children)
 			}
 			if w.hooks.calls != tt.hooks {
 				t.Errorf("hooks ran %d times, want %d", w.hooks.calls, tt.hooks)

@@ -272,6 +272,14 @@ func (v *validator) check() {
 	if c.SettleSec < 0 {
 		v.bad("settle_sec", "%d must not be negative", c.SettleSec)
 	}
+	// After its reboot the node keeps its slot while the post-reboot hooks
+	// and settle_sec run; the slot is renewed before each, but one run of
+	// them all must fit in the slot's TTL, or the next node may follow one
+	// that is not done.
+	if post := c.postRebootSeconds(); c.RebootSlotTTLSec >= 60 && c.SettleSec >= 0 && c.SettleSec+post >= c.RebootSlotTTLSec {
+		v.bad("settle_sec", "settle_sec (%d) plus the post-reboot hooks' timeouts (%d) reach reboot_slot_ttl_sec (%d): the slot would expire before the node is done; raise reboot_slot_ttl_sec",
+			c.SettleSec, post, c.RebootSlotTTLSec)
+	}
 	if c.MaxRebootsPerDay < 1 {
 		v.bad("max_reboots_per_day", "%d must be at least 1 (default 2); use the kill switch to stop reboots", c.MaxRebootsPerDay)
 	}
@@ -374,6 +382,17 @@ func (v *validator) lock() {
 	}
 	if ns := c.Namespace(); c.LockKey != "" && !strings.HasPrefix(c.LockKey, ns) {
 		v.bad("lock_key", "%q is outside etcd_namespace %q; with RBAC on the namespace the lock could not be taken", c.LockKey, ns)
+	}
+	// The lock's entries must not share a directory with the keys the
+	// protocol reads as slots, records or the pause: the node's own entry
+	// would count as a slot, or the records as entries ahead in line.
+	if ns, key := c.Namespace(), strings.TrimSuffix(c.LockKey, "/")+"/"; c.LockKey != "" {
+		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/"} {
+			if strings.HasPrefix(key, dir) || strings.HasPrefix(dir, key) {
+				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records or pause live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
+				break
+			}
+		}
 	}
 }
 
@@ -566,4 +585,18 @@ func goTypeName(t string) string {
 		return "a mapping"
 	}
 	return "a mapping (" + t + ")"
+}
+
+// postRebootSeconds is the longest the post-reboot hooks may run together
+// (a hook without timeout_sec gets 300 s, as the daemon gives it).
+func (c *Config) postRebootSeconds() int {
+	total := 0
+	for _, h := range c.PostRebootHooks {
+		if h.TimeoutSec > 0 {
+			total += h.TimeoutSec
+		} else {
+			total += 300
+		}
+	}
+	return total
 }
