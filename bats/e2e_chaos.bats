@@ -32,6 +32,7 @@ all_done() {
 	assert_output --partial "never more than 1 down at once: OK"
 	for n in "$@"; do
 		assert_equal "$(sim_count_event "$n" reboot_completed)" 1
+		sim_wait_reboot_required_false "$n" 15
 		assert_equal "$(sim_reboot_required "$n")" false
 	done
 	echo "# $(grep '^rollout:' <<<"$output")" >&3

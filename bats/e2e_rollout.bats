@@ -29,6 +29,9 @@ rollout() {
 	assert_output --partial "never more than 1 down at once: OK"
 	assert_equal "$(sim_ups)" "$n"
 	for i in "${nodes[@]}"; do
+		# reboot_completed comes before the record that says so: the node
+		# republishes within a publish interval.
+		sim_wait_reboot_required_false "$i" 15
 		assert_equal "$(sim_reboot_required "$i")" false
 		[[ ! -e "$(sim_node_dir "$i")/reboot-required" ]]
 		# Exactly one coordinated reboot per node, none started twice.

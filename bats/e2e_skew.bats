@@ -117,6 +117,7 @@ _waits_or_down() { (($(sim_count_event "$1" slot_waiting) >= 1 || $(sim_downs) >
 	(($(sim_count_event n2 slot_waiting) >= 1))
 	for n in n1 n2 n3; do
 		assert_equal "$(sim_count_event "$n" reboot_completed)" 1
+		sim_wait_reboot_required_false "$n" 15
 		assert_equal "$(sim_reboot_required "$n")" false
 	done
 	# n2's crd-lock child inherited the offset, n1's clock is the real one.

@@ -264,6 +264,16 @@ sim_reboot_required() {
 	sim_status "$1" | jq -r --arg n "$1" '.view.nodes[] | select(.node == $n) | .reboot_required'
 }
 
+# sim_wait_reboot_required_false NODE SEC: until NODE's published record says
+# it needs no reboot, for SEC seconds at most.
+sim_wait_reboot_required_false() {
+	local deadline=$((SECONDS + $2))
+	until [[ "$(sim_reboot_required "$1")" == false ]]; do
+		((SECONDS < deadline)) || return 0
+		sleep 0.2
+	done
+}
+
 sim_holder_waits_for_slot() {
 	local ttl=$1
 	shift
