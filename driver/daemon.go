@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 )
 
 // MetricsFile is the exposition the daemon writes into run_dir for the
@@ -364,7 +365,7 @@ func ServeMetrics(ctx context.Context, path string, cfg config.Config, stderr io
 	args := append([]string{ChildCommand, StepServeMetrics}, ServeMetricsArgs{Listen: cfg.Metrics.Listen, File: filepath.Join(cfg.RunDir, MetricsFile)}.Args()...)
 	for {
 		cmd := exec.Command(path, args...)
-		cmd.Stderr = stderr
+		cmd.Stderr = logging.Unwrap(stderr)
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			return err

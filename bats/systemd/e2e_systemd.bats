@@ -89,9 +89,10 @@ teardown() {
 	assert_equal "$(sd_show c0 ActiveState)" active
 	assert_equal "$(sd_show c0 SubState)" running
 
-	# A valid change: the reload succeeds and the daemon applies it.
+	# A valid change: the reload succeeds and the daemon applies it; the
+	# restart-only node_name is kept, with a warning.
 	rm "$cfgd/30-broken.yaml"
-	echo 'check_interval_sec: 2' >"$cfgd/30-ok.yaml"
+	printf 'check_interval_sec: 2\nnode_name: c0-renamed\n' >"$cfgd/30-ok.yaml"
 	run -0 sd_exec c0 systemctl reload clusterrebootd.service
 	for ((i = 0; i < 20; i++)); do
 		journal | grep -q '"event":"reloaded"' && break
@@ -99,6 +100,16 @@ teardown() {
 	done
 	journal | grep -q '"event":"reloaded"'
 	assert_equal "$(sd_show c0 MainPID)" "$pid"
+
+	# journald priorities: the daemon's stderr is the journal (JOURNAL_STREAM),
+	# so each line carries its level as an sd-daemon prefix, which journald
+	# strips: `-p warning` finds the warning and not the info lines.
+	local warnings
+	warnings=$(journalctl -D "$(sd_root c0)/var/log/journal" -u clusterrebootd.service -p warning -o cat)
+	echo "warnings: $warnings"
+	grep -q '"event":"reload_restart_only"' <<<"$warnings"
+	run ! grep -q '"event":"started"' <<<"$warnings"
+	run ! grep -q '^<[0-7]>' <<<"$(journal)"
 }
 
 @test "systemd: three containers need a reboot; each really reboots once, never two at a time" {
