@@ -114,9 +114,9 @@ type localState struct {
 	RebootsLastDay *int   `json:"reboots_last_day"`
 	HistoryError   string `json:"history_error,omitempty"`
 	// MarkerError says why the reboot marker could not be read.
-	MarkerError string `json:"marker_error,omitempty"`
-	MaxRebootsPerDay int               `json:"max_reboots_per_day"`
-	LastReboot       string            `json:"last_reboot,omitempty"`
+	MarkerError      string `json:"marker_error,omitempty"`
+	MaxRebootsPerDay int    `json:"max_reboots_per_day"`
+	LastReboot       string `json:"last_reboot,omitempty"`
 }
 
 func readLocal(cfg config.Config, now time.Time) localState {
