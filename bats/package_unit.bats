@@ -29,6 +29,15 @@ setup_file() {
 	grep -qx 'Restart=always' "$unit"
 }
 
+@test "systemctl reload validates the configuration before it signals the daemon" {
+	unit="$UNIT_ROOT/lib/systemd/system/clusterrebootd.service"
+	run grep '^ExecReload=' "$unit"
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = 'ExecReload=/usr/bin/clusterrebootd validate-config --config /etc/clusterrebootd/config.yaml --format text' ]
+	[ "${lines[1]}" = "ExecReload=/bin/sh -c 'kill -HUP \"\$MAINPID\"'" ]
+	[ "${#lines[@]}" -eq 2 ]
+}
+
 @test "tmpfiles.d creates /run/clusterrebootd 0750 root in a scratch root" {
 	run systemd-tmpfiles --create --root="$UNIT_ROOT" clusterrebootd.conf
 	echo "$output"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 )
 
 // maxChildOutput bounds the JSON a child may print.
@@ -90,7 +91,9 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	} else {
 		cmd.Stdin, cmd.Stdout = bytes.NewReader(stdin), &stdout
 	}
-	cmd.Stderr = c.Stderr
+	// The real stream, not a wrapper: the child inherits the fd (no copying
+	// pipe) and finds the journal through JOURNAL_STREAM itself.
+	cmd.Stderr = logging.Unwrap(c.Stderr)
 	if err := cmd.Start(); err != nil {
 		return exitcode.EtcdUnavailable, fmt.Errorf("driver: cannot start %s step %s: %w; install crd-lock next to clusterrebootd or pass --crd-lock", c.Path, step, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
 
 // MetricsFile is the exposition the daemon writes into run_dir for the
@@ -355,6 +358,25 @@ func (d *Daemon) writeMetrics() {
 	}
 }
 
+// childError is the error a child wrote in its JSON result (in the memfd
+// result), else waitErr's text ("exit status 2").
+func childError(result *os.File, waitErr error) string {
+	var h report.Header
+	if result != nil {
+		if _, err := result.Seek(0, io.SeekStart); err == nil {
+			var out limitedBuffer
+			out.max = maxChildOutput
+			if _, err := io.Copy(&out, result); err == nil && DecodeResult(out.Bytes(), &h) == nil && h.Error != "" {
+				return h.Error
+			}
+		}
+	}
+	if waitErr == nil {
+		return "exited 0 while the daemon runs"
+	}
+	return waitErr.Error()
+}
+
 // ServeMetrics runs `crd-lock step serve-metrics` until ctx ends, starting
 // it again (after a pause) when it exits early. Unlike the other steps it
 // gets no configuration on stdin: its stdin stays open while the daemon
@@ -364,9 +386,16 @@ func ServeMetrics(ctx context.Context, path string, cfg config.Config, stderr io
 	args := append([]string{ChildCommand, StepServeMetrics}, ServeMetricsArgs{Listen: cfg.Metrics.Listen, File: filepath.Join(cfg.RunDir, MetricsFile)}.Args()...)
 	for {
 		cmd := exec.Command(path, args...)
-		cmd.Stderr = stderr
+		cmd.Stderr = logging.Unwrap(stderr)
+		// Its JSON result, written when it exits, says why (a port in use);
+		// the exit status alone does not.
+		result := memFile("crd-metrics-result", nil)
+		if result != nil {
+			cmd.Stdout = result
+		}
 		in, err := cmd.StdinPipe()
 		if err != nil {
+			closeFiles(result)
 			return err
 		}
 		if err := cmd.Start(); err != nil {
@@ -385,14 +414,16 @@ func ServeMetrics(ctx context.Context, path string, cfg config.Config, stderr io
 					<-done
 				}
 				t.Stop()
+				closeFiles(result)
 				return nil
 			case err := <-done:
 				var ee *exec.ExitError
 				if errors.As(err, &ee) || err == nil {
-					log.Error("the metrics server exited; starting it again in 10 s", "event", "metrics_error", "error", err)
+					log.Error("the metrics server exited; starting it again in 10 s", "event", "metrics_error", "error", childError(result, err))
 				}
 			}
 		}
+		closeFiles(result)
 		t := time.NewTimer(10 * time.Second)
 		select {
 		case <-ctx.Done():

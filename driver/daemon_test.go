@@ -16,6 +16,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 )
 
 func TestLimiter(t *testing.T) {
@@ -125,6 +126,20 @@ func TestExecChild(t *testing.T) {
 		// In-memory files, not pipes: no copying goroutines in the daemon.
 		if fds, _ := os.ReadFile(dir + "/fds"); !strings.Contains(string(fds), "memfd:crd-config") || !strings.Contains(string(fds), "memfd:crd-result") {
 			t.Errorf("child's stdin/stdout: %q, want the daemon's memfds", fds)
+		}
+	})
+	t.Run("the journal's stream is inherited, not piped", func(t *testing.T) {
+		f, err := os.Create(filepath.Join(t.TempDir(), "journal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		p := writeScript(t, `readlink /proc/$$/fd/2 >&2; echo '{"view":{}}'`)
+		if _, err := (ExecChild{Path: p, Stderr: logging.Journal{W: f}}).Run(context.Background(), StepPublish, nil, cfg, &PublishResult{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(f.Name()); string(got) != f.Name()+"\n" {
+			t.Errorf("child's stderr is %q, want the daemon's own %s (JOURNAL_STREAM must match in the child)", got, f.Name())
 		}
 	})
 	t.Run("no JSON", func(t *testing.T) {

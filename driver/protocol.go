@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -231,7 +232,7 @@ type ServeMetricsArgs struct {
 
 // Register adds the serve-metrics flags to fs.
 func (a *ServeMetricsArgs) Register(fs *flag.FlagSet) {
-	fs.StringVar(&a.Listen, "listen", "127.0.0.1:9090", "`address` to serve /metrics on")
+	fs.StringVar(&a.Listen, "listen", config.Default().Metrics.Listen, "`address` to serve /metrics on")
 	fs.StringVar(&a.File, "file", "", "exposition `file` served as /metrics")
 }
 

@@ -30,7 +30,9 @@ PKG_DOCS         = $(wildcard $(ROOT)/README.md $(ROOT)/CHANGELOG.md $(ROOT)/doc
 # Rendered man pages (make man): man/<name>.<section>.
 PKG_MAN_DIR     ?= $(ROOT)/man
 DEBIAN_SUITE    ?= bookworm
-DEBIAN_MIRROR   ?= http://deb.debian.org/debian
+# The host's own apt source for the suite (its mirror, proxy-friendly URI or
+# snapshot pin), as apt is set up; deb.debian.org when it has none.
+DEBIAN_MIRROR   ?= $(shell $(ROOT)/scripts/debian-mirror $(DEBIAN_SUITE))
 DEBIAN_ROOT_TGZ := $(PKG_CACHE)/debian-$(DEBIAN_SUITE)-root.tar.gz
 PKG_APT_DEPS    := debootstrap lintian rpm rpmlint cpio gnupg gpgv debsig-verify \
                    systemd-container jq

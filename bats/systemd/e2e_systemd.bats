@@ -63,6 +63,55 @@ teardown() {
 	assert_equal "$(sd_exits c0)" ""
 }
 
+@test "systemd: systemctl reload of a broken configuration fails and the daemon keeps the one it runs" {
+	sd_node_add c0
+	sd_start c0
+	sd_wait_active c0 90
+	local pid journal cfgd
+	pid=$(sd_show c0 MainPID)
+	cfgd="$(sd_root c0)/etc/clusterrebootd/config.d"
+	journal() { journalctl -D "$(sd_root c0)/var/log/journal" -u clusterrebootd.service -o cat 2>/dev/null; }
+
+	# An unknown key: ExecReload's validate-config exits 2, so the reload
+	# fails, systemd never sends SIGHUP (no reload_failed from the daemon),
+	# and the same process runs on.
+	echo 'check_interval: 5' >"$cfgd/30-broken.yaml"
+	run sd_exec c0 systemctl reload clusterrebootd.service
+	echo "$output"
+	[[ "$status" -ne 0 ]]
+	for ((i = 0; i < 20; i++)); do
+		journal | grep -q 'check_interval' && break
+		sleep 0.5
+	done
+	journal | grep 'check_interval'
+	run ! grep -q '"event":"reload_failed"' <<<"$(journal)"
+	assert_equal "$(sd_show c0 MainPID)" "$pid"
+	assert_equal "$(sd_show c0 ActiveState)" active
+	assert_equal "$(sd_show c0 SubState)" running
+
+	# A valid change: the reload succeeds and the daemon applies it; the
+	# restart-only node_name is kept, with a warning.
+	rm "$cfgd/30-broken.yaml"
+	printf 'check_interval_sec: 2\nnode_name: c0-renamed\n' >"$cfgd/30-ok.yaml"
+	run -0 sd_exec c0 systemctl reload clusterrebootd.service
+	for ((i = 0; i < 20; i++)); do
+		journal | grep -q '"event":"reloaded"' && break
+		sleep 0.5
+	done
+	journal | grep -q '"event":"reloaded"'
+	assert_equal "$(sd_show c0 MainPID)" "$pid"
+
+	# journald priorities: the daemon's stderr is the journal (JOURNAL_STREAM),
+	# so each line carries its level as an sd-daemon prefix, which journald
+	# strips: `-p warning` finds the warning and not the info lines.
+	local warnings
+	warnings=$(journalctl -D "$(sd_root c0)/var/log/journal" -u clusterrebootd.service -p warning -o cat)
+	echo "warnings: $warnings"
+	grep -q '"event":"reload_restart_only"' <<<"$warnings"
+	run ! grep -q '"event":"started"' <<<"$warnings"
+	run ! grep -q '^<[0-7]>' <<<"$(journal)"
+}
+
 @test "systemd: three containers need a reboot; each really reboots once, never two at a time" {
 	local n nodes=(c1 c2 c3) host_boot
 	host_boot=$(cat /proc/sys/kernel/random/boot_id)

@@ -8,4 +8,4 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/clusterrebootd"
 )
 
-func main() { os.Exit(cli.Main("clusterrebootd", clusterrebootd.Run, cli.SignalsAtStart)) }
+func main() { os.Exit(cli.MainService("clusterrebootd", clusterrebootd.Run, cli.SignalsAtStart)) }

@@ -201,6 +201,9 @@ func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io
 		if !strings.HasPrefix(msg, tool+":") && !strings.HasPrefix(msg, tool+" ") {
 			msg = tool + ": " + msg
 		}
+		if _, ok := stderr.(logging.Journal); ok {
+			msg = "<3>" + msg // journald: priority err
+		}
 		fmt.Fprintln(stderr, msg)
 	}
 	return int(code)

@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 )
 
 func newFS(out io.Writer) (*flag.FlagSet, *Common, *int) {
@@ -174,5 +177,38 @@ func TestParseErrorHints(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || exitcode.CodeOf(err) != exitcode.Config {
 			t.Errorf("%v %s: %v, want %q", tc.args, tc.env, err, tc.want)
 		}
+	}
+}
+
+// A service's stderr is a logging.Journal only when JOURNAL_STREAM names it;
+// its one-line error then carries priority err.
+func TestServiceStderr(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	env := fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	if _, ok := ServiceStderr(env, f).(logging.Journal); !ok {
+		t.Fatalf("JOURNAL_STREAM=%s names the file, yet no Journal", env)
+	}
+	if w := ServiceStderr("", f); w != io.Writer(f) {
+		t.Errorf("without JOURNAL_STREAM: %T", w)
+	}
+	if w := ServiceStderr("1:1", f); w != io.Writer(f) {
+		t.Errorf("another stream: %T", w)
+	}
+	var b bytes.Buffer
+	run := func(context.Context, []string, io.Reader, io.Writer, io.Writer) error {
+		return exitcode.Errorf(exitcode.Config, "bad")
+	}
+	Exec(context.Background(), "crd-x", run, nil, nil, io.Discard, logging.Journal{W: &b})
+	if b.String() != "<3>crd-x: bad\n" {
+		t.Errorf("error line under the journal %q, want <3>crd-x: bad", b.String())
 	}
 }

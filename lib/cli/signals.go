@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
 
@@ -70,7 +72,9 @@ const (
 // says) and returns the exit code for os.Exit. It is the only place, with
 // cmd/, that reads os.Args; the testscripts register the same function, so
 // they exercise exactly what the binaries do.
-func Main(tool string, run RunFunc, s Signals) int {
+func Main(tool string, run RunFunc, s Signals) int { return mainWith(tool, run, s, os.Stderr) }
+
+func mainWith(tool string, run RunFunc, s Signals, stderr io.Writer) int {
 	var (
 		ctx  context.Context
 		stop context.CancelFunc
@@ -81,5 +85,25 @@ func Main(tool string, run RunFunc, s Signals) int {
 		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	}
 	defer stop()
-	return Exec(ctx, tool, run, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	return Exec(ctx, tool, run, os.Args[1:], os.Stdin, os.Stdout, stderr)
+}
+
+// MainService is Main for a program that runs as a systemd service (the
+// daemon, and the `crd-lock step` children that share its stderr): when
+// JOURNAL_STREAM names its stderr, stderr is a logging.Journal, so every log
+// line carries its journald priority (`journalctl -p warning` finds the
+// warnings). Other tools keep Main: a writer that is not an *os.File would
+// make os/exec copy a child's stderr through a pipe, and `crd-lock hold`
+// must hand its command the real stream.
+func MainService(tool string, run RunFunc, s Signals) int {
+	return mainWith(tool, run, s, ServiceStderr(os.Getenv("JOURNAL_STREAM"), os.Stderr))
+}
+
+// ServiceStderr returns stderr as a logging.Journal when journalStream (the
+// value of JOURNAL_STREAM) names it, else stderr itself.
+func ServiceStderr(journalStream string, stderr *os.File) io.Writer {
+	if logging.IsJournalStream(journalStream, stderr) {
+		return logging.Journal{W: stderr}
+	}
+	return stderr
 }

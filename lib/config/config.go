@@ -169,7 +169,7 @@ func Default() Config {
 		RebootCommand:            []string{"/usr/bin/systemctl", "reboot"},
 		Windows:                  Windows{Timezone: "Local"},
 		KillSwitchFile:           "/etc/clusterrebootd/disable",
-		Metrics:                  Metrics{Listen: "127.0.0.1:9090"},
+		Metrics:                  Metrics{Listen: "127.0.0.1:10190"},
 		StateDir:                 "/var/lib/clusterrebootd",
 		RunDir:                   "/run/clusterrebootd",
 		RebootSlotTTLSec:         1800,

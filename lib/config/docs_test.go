@@ -1,6 +1,8 @@
 package config
 
 import (
+	"gopkg.in/yaml.v3"
+
 	"os"
 	"reflect"
 	"strings"
@@ -70,5 +72,40 @@ func TestTemplateIsValid(t *testing.T) {
 	}
 	if !reflect.DeepEqual(cfg.LockKey, Default().LockKey) {
 		t.Error("template changed a default")
+	}
+}
+
+// Every "#key: value" block of the template, uncommented, is exactly the
+// built-in defaults: the template says so, and marks everything else as an
+// example ("# Example …" lines, which stay comments).
+func TestTemplateCommentedValuesAreTheDefaults(t *testing.T) {
+	tmpl, err := os.ReadFile("../../packaging/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc strings.Builder
+	inBlock := false
+	for _, line := range strings.Split(string(tmpl), "\n") {
+		top := len(line) > 1 && line[0] == '#' && line[1] != ' ' && line[1] != '#'
+		inBlock = top || (inBlock && strings.HasPrefix(line, "#  "))
+		if inBlock {
+			doc.WriteString(line[1:] + "\n")
+		}
+	}
+	got, err := Parse("template, uncommented", []byte(doc.String()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, doc.String())
+	}
+	// Compared as YAML: file origins aside, and an empty list is a nil one.
+	gotYAML, err := yaml.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantYAML, err := yaml.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(gotYAML) != string(wantYAML) {
+		t.Errorf("the template's commented values are not the defaults:\n got:\n%s\nwant:\n%s", gotYAML, wantYAML)
 	}
 }

@@ -85,7 +85,7 @@ func splitHostPort(s string) error {
 	}
 	host, port := s[:i], s[i+1:]
 	if strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]") || (!strings.HasPrefix(host, "[") && strings.Contains(host, ":")) {
-		return fmt.Errorf("an IPv6 host must be in brackets, e.g. [::1]:9090")
+		return fmt.Errorf("an IPv6 host must be in brackets, e.g. [::1]:10190")
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
@@ -259,7 +259,7 @@ func (v *validator) check() {
 	v.absPath("run_dir", c.RunDir, true)
 	if c.Metrics.Enabled {
 		if err := splitHostPort(c.Metrics.Listen); err != nil {
-			v.bad("metrics.listen", "%q is not host:port (e.g. 127.0.0.1:9090): %v", c.Metrics.Listen, err)
+			v.bad("metrics.listen", "%q is not host:port (e.g. 127.0.0.1:10190): %v", c.Metrics.Listen, err)
 		}
 	}
 	v.absPath("metrics.textfile", c.Metrics.Textfile, false)

@@ -33,8 +33,9 @@ const DefaultTimeout = 30 * time.Second
 // CommandPath is the PATH every command detector runs with.
 const CommandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// AnyName is the reserved detector label of the overall answer in metrics
-// (clusterrebootd_reboot_required{detector="any"}).
+// AnyName is a reserved detector name: crd-detect 0.1.0 wrote its
+// overall answer as the series detector="any", which queries written for
+// it would mistake a detector of that name for.
 const AnyName = "any"
 
 // Types of detectors, as written in the type field of reboot_required_detectors.

@@ -21,7 +21,8 @@ import (
 
 // New returns a logger writing to w at level (debug, info, warn, error) in
 // format (json, or text/logfmt: key=value lines). component scopes every
-// record (component=crd-lock).
+// record (component=crd-lock). When w is a Journal, every line starts with
+// its record's sd-daemon priority prefix.
 func New(w io.Writer, component, level, format string) (*slog.Logger, error) {
 	var lvl slog.Level
 	switch strings.ToLower(level) {
@@ -37,6 +38,11 @@ func New(w io.Writer, component, level, format string) (*slog.Logger, error) {
 		return nil, exitcode.Errorf(exitcode.Config, "--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: replaceAttr}
+	var journal *prefixWriter
+	if _, ok := w.(Journal); ok {
+		journal = &prefixWriter{w: w}
+		w = journal
+	}
 	var h slog.Handler
 	switch format {
 	case "json":
@@ -45,6 +51,9 @@ func New(w io.Writer, component, level, format string) (*slog.Logger, error) {
 		h = slog.NewTextHandler(w, opts)
 	default:
 		return nil, exitcode.Errorf(exitcode.Config, "--log-format %q: use text, json or logfmt", format)
+	}
+	if journal != nil {
+		h = journalHandler{journal, h}
 	}
 	l := slog.New(h)
 	if component != "" {

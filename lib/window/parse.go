@@ -12,6 +12,11 @@ const (
 )
 
 // shortDay is the canonical spelling of day d (0 = Monday).
+// neverHint says how to write "never": removing the only allow window would
+// allow every hour instead.
+const neverHint = "remove a deny window; an allow window only if other allow windows remain " +
+	"(with no allow window every hour is allowed), else deny \"* 00:00-24:00\""
+
 func shortDay(d int) string {
 	return "MonTueWedThuFriSatSun"[3*d : 3*d+3]
 }
@@ -110,7 +115,7 @@ func Parse(spec string) (Window, error) {
 	}
 	if end == start {
 		return fail(daysPart+" 00:00-24:00", "start and end are both %s, which could mean empty or a full day: "+
-			"for the full day end at 24:00, for never remove the window", startText)
+			"for the full day end at 24:00; for never, "+neverHint, startText)
 	}
 	length := end - start
 	if length < 0 {
@@ -150,7 +155,7 @@ func parseSpan(w Window, spec, startDayText string, start int, startText, endDay
 	length := ((to-from)%minutesPerWeek + minutesPerWeek) % minutesPerWeek
 	if length == 0 {
 		return fail("* 00:00-24:00", "start and end are the same instant (%s %s), which could mean empty or the whole week: "+
-			"for always use every day all day, for never remove the window", shortDay(startDay), startText)
+			"for always use every day all day; for never, "+neverHint, shortDay(startDay), startText)
 	}
 	w.intervals = []interval{{start: from, length: length}}
 	return w, nil

@@ -102,6 +102,8 @@ func TestParseInvalid(t *testing.T) {
 		{"24:00 as start", "Tue 24:00-01:00", "only allowed as an end", "Tue 22:00-23:00"},
 		{"24:30", "Tue 22:00-24:30", `"24:30" is out of range`, "Tue 22:00-23:00"},
 		{"start equals end", "Tue 22:00-22:00", "could mean empty or a full day", "Tue 00:00-24:00"},
+		{"never is not the only allow window removed", "Tue 22:00-22:00", "with no allow window every hour is allowed", "Tue 00:00-24:00"},
+		{"never in the whole week", "Fri 18:00-Fri 18:00", `else deny "* 00:00-24:00"`, "* 00:00-24:00"},
 		{"00:00-00:00", "* 00:00-00:00", "could mean empty or a full day", "* 00:00-24:00"},
 		{"start equals end on a range", "mon - fri 06:00-6:00", "both 06:00", "mon-fri 00:00-24:00"},
 		{"span of zero length", "Fri 18:00-Fri 18:00", "the same instant (Fri 18:00)", "* 00:00-24:00"},

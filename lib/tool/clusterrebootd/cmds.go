@@ -110,9 +110,13 @@ type localState struct {
 	KillSwitchReason string            `json:"kill_switch_reason,omitempty"`
 	Marker           *reboot.Marker    `json:"marker,omitempty"`
 	RebootLoop       *driver.LoopBlock `json:"reboot_loop,omitempty"`
-	RebootsLastDay   int               `json:"reboots_last_day"`
-	MaxRebootsPerDay int               `json:"max_reboots_per_day"`
-	LastReboot       string            `json:"last_reboot,omitempty"`
+	// RebootsLastDay is null when the history cannot be read (HistoryError).
+	RebootsLastDay *int   `json:"reboots_last_day"`
+	HistoryError   string `json:"history_error,omitempty"`
+	// MarkerError says why the reboot marker could not be read.
+	MarkerError      string `json:"marker_error,omitempty"`
+	MaxRebootsPerDay int    `json:"max_reboots_per_day"`
+	LastReboot       string `json:"last_reboot,omitempty"`
 }
 
 func readLocal(cfg config.Config, now time.Time) localState {
@@ -120,18 +124,31 @@ func readLocal(cfg config.Config, now time.Time) localState {
 	l.KillSwitch, l.KillSwitchReason, _ = reboot.KillSwitch(cfg.KillSwitchFile)
 	if m, err := reboot.ReadMarker(cfg.StateDir); err == nil {
 		l.Marker = &m
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		l.MarkerError = localReadError(err)
 	}
 	if h, err := driver.ReadHistory(cfg.StateDir); err == nil {
 		l.RebootLoop = h.Block
-		l.RebootsLastDay = h.InLastDay(now)
+		n := h.InLastDay(now)
+		l.RebootsLastDay = &n
 	} else {
-		l.RebootLoop = &driver.LoopBlock{Detail: err.Error()}
+		// Unknown, not 0: a count of 0 would say the node may reboot.
+		l.HistoryError = localReadError(err)
 	}
 	l.MaxRebootsPerDay = cfg.MaxRebootsPerDay
 	if b, err := os.ReadFile(filepath.Join(cfg.RunDir, driver.LastRebootFile)); err == nil {
 		l.LastReboot = strings.TrimSpace(string(b))
 	}
 	return l
+}
+
+// localReadError is err, with what to do when it is a permission problem
+// (state_dir is root's, mode 0750).
+func localReadError(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return err.Error() + "; run status as root (sudo clusterrebootd status)"
+	}
+	return err.Error()
 }
 
 // statusResult is the JSON of status.
@@ -152,7 +169,14 @@ func (r statusResult) Text(w io.Writer) error {
 	if r.Local.RebootLoop != nil {
 		report.Line(w, "reboot loop", r.Local.RebootLoop.Detail)
 	}
-	report.Line(w, "reboots (24 h)", fmt.Sprintf("%d of max %d", r.Local.RebootsLastDay, r.Local.MaxRebootsPerDay))
+	if r.Local.RebootsLastDay != nil {
+		report.Line(w, "reboots (24 h)", fmt.Sprintf("%d of max %d", *r.Local.RebootsLastDay, r.Local.MaxRebootsPerDay))
+	} else {
+		report.Line(w, "reboots (24 h)", fmt.Sprintf("unknown of max %d: %s", r.Local.MaxRebootsPerDay, r.Local.HistoryError))
+	}
+	if r.Local.MarkerError != "" {
+		report.Line(w, "marker", "unknown: "+r.Local.MarkerError)
+	}
 	if r.Local.Marker != nil {
 		report.Line(w, "marker", "reboot requested at "+r.Local.Marker.RequestedAt.UTC().Format(time.RFC3339))
 	}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,10 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 func TestParseDetector(t *testing.T) {
@@ -131,24 +137,84 @@ func TestNagiosStatus(t *testing.T) {
 }
 
 func TestWriteProm(t *testing.T) {
-	res := Result{Detectors: []detect.Result{{Name: `a"b\c` + "\n", Required: true, DurationMS: 1500}}}
-	res.Settle(nil)
-	res.RebootRequired = true
-	var b bytes.Buffer
-	if err := writeProm(&b, &res, time.Unix(1700000000, 250e6)); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		res  Result
+		want map[string]string // series (name and labels as expfmt reads them) => value
+		none []string          // families that must be absent
+	}{
+		{
+			name: "one detector fires",
+			res:  Result{Detectors: []detect.Result{{Name: `a"b\c` + "\n", Required: true, DurationMS: 1500}}, RebootRequired: true},
+			want: map[string]string{
+				"clusterrebootd_detect_reboot_required":                          "1",
+				"clusterrebootd_detect_error":                                    "0",
+				`clusterrebootd_detector_reboot_required{detector="a\"b\\c\n"}`:  "1",
+				`clusterrebootd_detector_error{detector="a\"b\\c\n"}`:            "0",
+				`clusterrebootd_detector_duration_seconds{detector="a\"b\\c\n"}`: "1.5",
+				"clusterrebootd_detect_exit_code":                                "0",
+				"clusterrebootd_detect_timestamp_seconds":                        "1.70000000025e+09",
+			},
+		},
+		{
+			name: "configuration error: no per-detector families",
+			res:  Result{Header: report.Header{ExitCode: int(exitcode.Config)}},
+			want: map[string]string{
+				"clusterrebootd_detect_reboot_required": "0",
+				"clusterrebootd_detect_error":           "1",
+				"clusterrebootd_detect_exit_code":       "2",
+			},
+			none: []string{"clusterrebootd_detector_reboot_required", "clusterrebootd_detector_error", "clusterrebootd_detector_duration_seconds"},
+		},
 	}
-	for _, want := range []string{
-		`clusterrebootd_reboot_required{detector="any"} 1`,
-		`clusterrebootd_reboot_required{detector="a\"b\\c\n"} 1`,
-		`clusterrebootd_detector_duration_seconds{detector="a\"b\\c\n"} 1.500`,
-		`clusterrebootd_detector_error{detector="any"} 0`,
-		"clusterrebootd_detect_exit_code 0",
-		"clusterrebootd_detect_timestamp_seconds 1700000000.250",
-	} {
-		if !strings.Contains(b.String(), want+"\n") {
-			t.Errorf("missing %q in\n%s", want, b.String())
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeProm(&b, &tt.res, time.Unix(1700000000, 250e6)); err != nil {
+				t.Fatal(err)
+			}
+			p := expfmt.NewTextParser(model.LegacyValidation)
+			families, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
+			if err != nil {
+				t.Fatalf("the Prometheus parser rejects the output: %v\n%s", err, b.String())
+			}
+			got := map[string]string{}
+			for name, f := range families {
+				if f.GetType() != dto.MetricType_GAUGE || f.GetHelp() == "" {
+					t.Errorf("%s: type %v help %q, want a gauge with help", name, f.GetType(), f.GetHelp())
+				}
+				for _, m := range f.GetMetric() {
+					series := name
+					if len(m.GetLabel()) > 0 {
+						var ls []string
+						for _, l := range m.GetLabel() {
+							ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+						}
+						series += "{" + strings.Join(ls, ",") + "}"
+					}
+					got[series] = strconv.FormatFloat(m.GetGauge().GetValue(), 'g', -1, 64)
+				}
+			}
+			for series, v := range tt.want {
+				if got[series] != v {
+					t.Errorf("%s = %q, want %q; all: %v", series, got[series], v, got)
+				}
+			}
+			for _, name := range tt.none {
+				if _, ok := families[name]; ok {
+					t.Errorf("family %s present", name)
+				}
+			}
+			// The overall answer is not a series of the per-detector family:
+			// sum() over that family counts each detector once.
+			for _, m := range families["clusterrebootd_detector_reboot_required"].GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetValue() == detect.AnyName {
+						t.Errorf("per-detector family has detector=%q", detect.AnyName)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -130,7 +130,11 @@ func nagiosError(err error) error {
 	}
 }
 
-// writeProm prints the node_exporter textfile-collector format.
+// writeProm prints the node_exporter textfile-collector format. Its families
+// are crd-detect's own (clusterrebootd_detect_* for the run,
+// clusterrebootd_detector_*{detector} per detector): none shares a name with
+// the daemon's exposition, so both files can sit in one textfile directory
+// (node_exporter rejects a name written with two HELP texts or types).
 func writeProm(w io.Writer, r *Result, now time.Time) error {
 	b2i := func(b bool) int {
 		if b {
@@ -143,17 +147,19 @@ func writeProm(w io.Writer, r *Result, now time.Time) error {
 	gauge := func(name, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
 	}
-	gauge("clusterrebootd_reboot_required", `1 when the detector says a reboot is required; detector="any" is crd-detect's overall answer (1 only with exit status 0).`)
-	fmt.Fprintf(&b, "clusterrebootd_reboot_required{detector=%q} %d\n", detect.AnyName, b2i(r.RebootRequired))
-	for _, d := range r.Detectors {
-		fmt.Fprintf(&b, "clusterrebootd_reboot_required{detector=\"%s\"} %d\n", promLabel(d.Name), b2i(d.Required))
-	}
-	gauge("clusterrebootd_detector_error", `1 when the detector could not answer; detector="any" is 1 when the run gave no answer (exit status other than 0 and 1).`)
-	fmt.Fprintf(&b, "clusterrebootd_detector_error{detector=%q} %d\n", detect.AnyName, b2i(failed))
-	for _, d := range r.Detectors {
-		fmt.Fprintf(&b, "clusterrebootd_detector_error{detector=\"%s\"} %d\n", promLabel(d.Name), b2i(d.Err != ""))
-	}
+	gauge("clusterrebootd_detect_reboot_required", "1 when crd-detect's overall answer is that a reboot is required (exit status 0).")
+	fmt.Fprintf(&b, "clusterrebootd_detect_reboot_required %d\n", b2i(r.RebootRequired))
+	gauge("clusterrebootd_detect_error", "1 when the crd-detect run gave no answer (exit status other than 0 and 1).")
+	fmt.Fprintf(&b, "clusterrebootd_detect_error %d\n", b2i(failed))
 	if len(r.Detectors) > 0 {
+		gauge("clusterrebootd_detector_reboot_required", "1 when the detector says a reboot is required.")
+		for _, d := range r.Detectors {
+			fmt.Fprintf(&b, "clusterrebootd_detector_reboot_required{detector=\"%s\"} %d\n", promLabel(d.Name), b2i(d.Required))
+		}
+		gauge("clusterrebootd_detector_error", "1 when the detector could not answer.")
+		for _, d := range r.Detectors {
+			fmt.Fprintf(&b, "clusterrebootd_detector_error{detector=\"%s\"} %d\n", promLabel(d.Name), b2i(d.Err != ""))
+		}
 		gauge("clusterrebootd_detector_duration_seconds", "How long the detector took, in seconds.")
 		for _, d := range r.Detectors {
 			fmt.Fprintf(&b, "clusterrebootd_detector_duration_seconds{detector=\"%s\"} %s\n", promLabel(d.Name), strconv.FormatFloat(float64(d.DurationMS)/1000, 'f', 3, 64))
