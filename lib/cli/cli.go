@@ -132,9 +132,12 @@ func IsSet(fs *flag.FlagSet, name string) bool {
 func (c *Common) Load(fs *flag.FlagSet, override func(*config.Config)) (config.Config, error) {
 	explicit := IsSet(fs, "config")
 	cfg, err := config.Load(c.ConfigPath, explicit)
-	if err != nil {
+	var schema *config.ValidationError
+	if err != nil && !errors.As(err, &schema) {
 		return cfg, err
 	}
+	// A file that does not fit the schema is still checked against the
+	// rules: Validate lists its schema problems first, then the rest.
 	file := cfg
 	if c.Node != "" {
 		cfg.NodeName = c.Node

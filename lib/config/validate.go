@@ -142,9 +142,10 @@ func redactUserinfo(e string) string {
 }
 
 // Validate checks cfg; source names the file in messages. checkWindow may be
-// nil (window specs are then not parsed).
+// nil (window specs are then not parsed). The schema problems Load found
+// come first.
 func Validate(cfg *Config, source string, checkWindow WindowValidator) error {
-	v := &validator{cfg: cfg}
+	v := &validator{cfg: cfg, problems: slices.Clone(cfg.problems)}
 	v.check()
 	v.windows(checkWindow)
 	if len(v.problems) == 0 {

@@ -74,34 +74,51 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if s := cfg.Sources(); s != nil {
 		res.Sources = s
 	}
-	if err == nil {
-		// The detectors' own checks (lib/detect) find what the schema cannot.
+	var ve *config.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		res.Problems = append(res.Problems, ve.Problems...)
+	case err != nil:
+		// The file could not be read as YAML at all: nothing else to check.
+		res.Problems = append(res.Problems, config.Problem{Message: err.Error()})
+		res.Valid = false
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	// Every stage runs, so that one run lists every problem: the
+	// detectors' own checks (lib/detect) find what the schema cannot, and
+	// the gate's check of the health script (it exists, is executable, and
+	// nobody but root or the daemon's user can change it or its
+	// directories) what every cycle would block on. The script is not part
+	// of loading, which every tool does: crd-detect has no business failing
+	// over a health script. A stage whose field has a problem already is
+	// skipped, so that nothing is listed twice.
+	if !hasProblem(res.Problems, "reboot_required_detectors") {
 		if _, derr := detect.New(cfg.Detectors, detect.Env{}); derr != nil {
-			err = derr
+			res.Problems = append(res.Problems, config.Problem{Field: "reboot_required_detectors", Message: derr.Error()})
 		}
 	}
-	if err == nil && cfg.HealthScript != "" {
-		// So does the gate's check of the script (it exists, is executable,
-		// and nobody but its owner or root can change it): every cycle would
-		// block on it. Not part of loading, which every tool does: crd-detect
-		// has no business failing over a health script.
+	if cfg.HealthScript != "" && !hasProblem(res.Problems, "health_script") {
 		if gerr := gate.CheckScript(cfg.HealthScript); gerr != nil {
-			p := config.Problem{Field: "health_script", Message: strings.TrimPrefix(gerr.Error(), "gate: ")}
-			res.Problems = append(res.Problems, p)
-			err = exitcode.Errorf(exitcode.Config, "config %s: 1 problem(s), the first: %s", b.c.ConfigPath, p)
+			res.Problems = append(res.Problems, config.Problem{Field: "health_script", Where: cfg.Where("health_script"),
+				Message: strings.TrimPrefix(gerr.Error(), "gate: ")})
 		}
 	}
-	if err != nil && len(res.Problems) == 0 {
-		var ve *config.ValidationError
-		if errors.As(err, &ve) {
-			res.Problems = ve.Problems
-			err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(ve.Problems), ve.Problems[0])
-		} else {
-			res.Problems = []config.Problem{{Message: err.Error()}}
-		}
+	if len(res.Problems) > 0 {
+		err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(res.Problems), res.Problems[0])
 	}
 	res.Valid = err == nil
 	return finish(stdout, b.format, &res.Header, &res, err)
+}
+
+// hasProblem reports whether a problem concerns field or an element or
+// member of it.
+func hasProblem(probs []config.Problem, field string) bool {
+	for _, p := range probs {
+		if p.Field == field || strings.HasPrefix(p.Field, field+"[") || strings.HasPrefix(p.Field, field+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // localState is what this node knows without etcd.
