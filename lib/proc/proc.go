@@ -4,7 +4,9 @@
 // grace period), and with stdout/stderr captured up to a bound.
 //
 // Detectors, the health gate, reboot hooks and the reboot command all go
-// through a Runner, so tests can substitute one.
+// through a Runner, so tests can substitute one. Each of them runs as root
+// (or the tool's user), so Exec refuses a program that anyone else could
+// change (lib/trust), before it starts anything.
 package proc
 
 import (
@@ -14,10 +16,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/trust"
 )
 
 // DefaultMaxOutput bounds each captured stream (64 KiB).
@@ -118,6 +123,10 @@ func (Exec) Run(ctx context.Context, spec Spec) Result {
 		return res
 	} else {
 		path = lp
+	}
+	if err := trusted(path, spec.Dir); err != nil {
+		res.StartErr = err
+		return res
 	}
 	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir}
 	if cmd.Env == nil {
@@ -225,6 +234,27 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
 }
+
+// trusted refuses, as an ErrUntrusted, a program that someone other than
+// root or this process's user could change. A program that does not exist
+// is left for exec to report as usual.
+func trusted(path, dir string) error {
+	if !filepath.IsAbs(path) {
+		if dir == "" {
+			dir, _ = os.Getwd()
+		}
+		path = filepath.Join(dir, path)
+	}
+	err := trust.Check(path, os.Geteuid())
+	if !trust.IsUntrusted(err) {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ErrUntrusted, err)
+}
+
+// ErrUntrusted is the start error of a program that someone other than root
+// or this process's user could change: it is never run.
+var ErrUntrusted = errors.New("refused to run")
 
 // capped keeps the first max bytes written and drops the rest, remembering
 // that it did.

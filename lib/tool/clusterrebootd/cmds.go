@@ -19,6 +19,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/trust"
 	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
@@ -103,11 +104,50 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 				Message: strings.TrimPrefix(gerr.Error(), "gate: ")})
 		}
 	}
+	res.Problems = append(res.Problems, untrustedCommands(&cfg, res.Problems)...)
 	if len(res.Problems) > 0 {
 		err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(res.Problems), res.Problems[0])
 	}
 	res.Valid = err == nil
 	return finish(stdout, b.format, &res.Header, &res, err)
+}
+
+// untrustedCommands checks every program the daemon would run as root
+// (detector commands, hooks, the reboot command) as the runner will
+// (lib/trust): one that someone other than root or this user could change
+// would be refused at run time, so it is a problem now. A program that does
+// not exist yet is not one: it may be installed later, and running it says so.
+func untrustedCommands(cfg *config.Config, known []config.Problem) []config.Problem {
+	var cmds [][2]string
+	for i, d := range cfg.Detectors {
+		if d.Type == "command" && len(d.Cmd) > 0 {
+			cmds = append(cmds, [2]string{fmt.Sprintf("reboot_required_detectors[%d].cmd[0]", i), d.Cmd[0]})
+		}
+	}
+	for _, h := range []struct {
+		field string
+		hooks []config.Hook
+	}{{"pre_reboot_hooks", cfg.PreRebootHooks}, {"post_reboot_hooks", cfg.PostRebootHooks}} {
+		for i, hk := range h.hooks {
+			if len(hk.Cmd) > 0 {
+				cmds = append(cmds, [2]string{fmt.Sprintf("%s[%d].cmd[0]", h.field, i), hk.Cmd[0]})
+			}
+		}
+	}
+	if len(cfg.RebootCommand) > 0 {
+		cmds = append(cmds, [2]string{"reboot_command[0]", cfg.RebootCommand[0]})
+	}
+	var probs []config.Problem
+	for _, c := range cmds {
+		if !filepath.IsAbs(c[1]) || hasProblem(known, c[0]) {
+			continue
+		}
+		if err := trust.Check(c[1], os.Geteuid()); trust.IsUntrusted(err) {
+			probs = append(probs, config.Problem{Field: c[0], Where: cfg.Where(c[0]),
+				Message: fmt.Sprintf("%s would be refused: %v", c[1], err)})
+		}
+	}
+	return probs
 }
 
 // hasProblem reports whether a problem concerns field or an element or
