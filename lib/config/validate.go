@@ -430,6 +430,9 @@ func (v *validator) secretFile(field, p string) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		v.bad(field, "%s has mode %04o: group or others may read a secret; run chmod 600 %s", p, fi.Mode().Perm(), p)
 	}
+	if fi.Mode().IsRegular() && fi.Size() == 0 {
+		v.bad(field, "%s is empty: write the secret into it", p)
+	}
 }
 
 func (v *validator) hooks(field string, hooks []Hook) {
