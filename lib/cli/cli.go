@@ -199,7 +199,8 @@ func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io
 	code := exitcode.CodeOf(err)
 	var q quiet
 	if err != nil && code != exitcode.OK && code != exitcode.No && !errors.As(err, &q) {
-		msg := err.Error()
+		// One line, whatever a value in it (a kill switch's reason) holds.
+		msg := report.OneLine(err.Error())
 		// "crd-lock: …" and "clusterrebootd run: …" already name the tool.
 		if !strings.HasPrefix(msg, tool+":") && !strings.HasPrefix(msg, tool+" ") {
 			msg = tool + ": " + msg

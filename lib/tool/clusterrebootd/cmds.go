@@ -219,7 +219,7 @@ func (r statusResult) Text(w io.Writer) error {
 	if r.View != nil {
 		paused := "no"
 		if p := r.View.Paused; p != nil {
-			paused = fmt.Sprintf("yes, by %s since %s: %s", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason)
+			paused = fmt.Sprintf("yes, by %s since %s: %s", report.Field(p.By), p.Since.UTC().Format(time.RFC3339), report.Field(p.Reason))
 		}
 		report.Line(w, "cluster paused", paused)
 		for _, s := range r.View.Rebooting {
@@ -227,7 +227,9 @@ func (r statusResult) Text(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%-24s %-14s %-8s %-20s %s\n", "NODE", "STATE", "REBOOT", "LAST CHECK", "REASON")
 		for _, n := range r.View.Nodes {
-			fmt.Fprintf(w, "%-24s %-14s %-8v %-20s %s\n", n.Node, n.State, n.RebootRequired, n.LastCheck.UTC().Format(time.RFC3339), n.Reason)
+			// Every node writes its own entry: what it says is shown, escaped and bounded.
+			fmt.Fprintf(w, "%-24s %-14s %-8v %-20s %s\n", report.Field(n.Node), report.Field(n.State), n.RebootRequired,
+				n.LastCheck.UTC().Format(time.RFC3339), report.Field(n.Reason))
 		}
 	}
 	if r.Lock != nil {
@@ -300,7 +302,7 @@ func (r pauseResult) Text(w io.Writer) error {
 			report.Line(w, "slot", r.Local.SlotError)
 		}
 	case r.Paused != nil:
-		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", r.Paused.By, r.Paused.Since.UTC().Format(time.RFC3339), r.Paused.Reason))
+		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", report.Field(r.Paused.By), r.Paused.Since.UTC().Format(time.RFC3339), report.Field(r.Paused.Reason)))
 	case r.Error == "":
 		report.Line(w, "paused", "no (reboots allowed)")
 	}
@@ -334,6 +336,9 @@ func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 	}
 	if pause && strings.TrimSpace(reason) == "" {
 		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd pause: --reason is required: say why, e.g. --reason \"change freeze until Monday\""))
+	}
+	if err := report.CheckField("--reason", reason); pause && err != nil {
+		return finish(stdout, b.format, &res.Header, &res, fmt.Errorf("clusterrebootd pause: %w", err))
 	}
 	child, err := b.child(stderr, true)
 	if local {
