@@ -137,3 +137,28 @@ func IsUntrusted(err error) bool {
 	var pe *fs.PathError
 	return err != nil && !errors.As(err, &pe)
 }
+
+// PrivateDir checks a directory the daemon writes its state into as root:
+// its path must pass Check, and the directory itself must be owned by the
+// user euid and writable by nobody else, sticky or not. Otherwise another
+// user could plant a symbolic link where a state file goes and have root
+// write through it.
+func PrivateDir(path string, euid int) error {
+	if err := Check(path, euid); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", path)
+	case !ok || int(st.Uid) != euid:
+		return fmt.Errorf("directory %s is not owned by uid %d, the user running this; chown %d %s", path, euid, euid, path)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("directory %s is writable by group or others (mode %04o); chmod go-w %s", path, fi.Mode().Perm(), path)
+	}
+	return nil
+}

@@ -165,3 +165,40 @@ func TestCheckMissing(t *testing.T) {
 		t.Errorf("want a not-exist path error, got %v", err)
 	}
 }
+
+func TestPrivateDir(t *testing.T) {
+	needRoot(t)
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, d string) string
+		want  string
+	}{
+		{"root's private directory", func(t *testing.T, d string) string { return mkdir(t, d+"/state", 0o750, 0) }, ""},
+		{"sticky and world-writable", func(t *testing.T, d string) string {
+			return mkdir(t, d+"/state", 0o777|os.ModeSticky, 0)
+		}, "directory DIR/state is writable by group or others (mode 0777); chmod go-w DIR/state"},
+		{"group-writable by root's group", func(t *testing.T, d string) string { return mkdir(t, d+"/state", 0o770, 0) }, "writable by group or others"},
+		{"owned by another user", func(t *testing.T, d string) string { return mkdir(t, d+"/state", 0o700, nobody) }, "directory DIR/state is owned by uid 65534"},
+		{"a link owned by nobody to a private directory", func(t *testing.T, d string) string {
+			mkdir(t, d+"/real", 0o700, 0)
+			return symlink(t, d+"/real", d+"/state", nobody)
+		}, "symbolic link DIR/state is owned by uid 65534"},
+		{"not a directory", func(t *testing.T, d string) string { return file(t, d+"/state", 0o600, 0) }, "is not a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mkdir(t, filepath.Join(t.TempDir(), "root"), 0o755, 0)
+			err := PrivateDir(tt.setup(t, d), 0)
+			want := strings.ReplaceAll(tt.want, "DIR", d)
+			if want == "" {
+				if err != nil {
+					t.Fatalf("want accepted, got %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v\nwant it to contain %q", err, want)
+			}
+		})
+	}
+}
