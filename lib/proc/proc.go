@@ -58,7 +58,8 @@ type Result struct {
 	// ExitCode is the exit status, or -1 when the command did not exit
 	// normally (killed by a signal, or never started).
 	ExitCode int
-	// Signal names the signal that ended the command, if any.
+	// Signal names the signal that ended the command, if any, as SIGKILL
+	// (not Go's "killed", which reads as "killed by signal killed").
 	Signal string
 	// Stdout and Stderr are the captured streams, each at most MaxOutput bytes.
 	Stdout, Stderr                   string
@@ -184,7 +185,7 @@ func (Exec) Run(ctx context.Context, spec Spec) Result {
 	res.Stderr, res.StderrTruncated = errBuf.String(), errBuf.truncated
 	if ps := cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Signal = ws.Signal().String()
+			res.Signal = SignalName(ws.Signal())
 			res.ExitCode = -1
 		} else {
 			res.ExitCode = ps.ExitCode()
@@ -309,4 +310,18 @@ func explainStart(path string, err error) error {
 		return fmt.Errorf("%w: its interpreter %s (the #! line) does not exist", err, fields[0])
 	}
 	return err
+}
+
+// SignalName is the C name of sig (SIGKILL), or "signal N" for one without
+// a common name.
+func SignalName(sig syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+		syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV",
+		syscall.SIGUSR2: "SIGUSR2", syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+		syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS"}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }

@@ -172,3 +172,18 @@ func TestExecRefusesUntrusted(t *testing.T) {
 		})
 	}
 }
+
+// A command that dies of a signal says which, by its C name (issue 17:
+// "killed by signal killed").
+func TestSignalName(t *testing.T) {
+	for _, tt := range []struct {
+		name, script, want string
+	}{{"kill", "kill -KILL $$", "SIGKILL"}, {"term", "kill -TERM $$", "SIGTERM"}, {"rtmin", "kill -s 40 $$", "signal 40"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Exec{}.Run(context.Background(), Spec{Argv: []string{"/bin/sh", "-c", tt.script}})
+			if r.Signal != tt.want {
+				t.Errorf("Signal = %q, want %q", r.Signal, tt.want)
+			}
+		})
+	}
+}
