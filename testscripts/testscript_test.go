@@ -4,6 +4,7 @@
 package testscripts
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -61,6 +62,13 @@ func Params(dir string) testscript.Params {
 			def := env.WorkDir + "/default-config.yaml"
 			env.Setenv("CRD_CONFIG", def)
 			return os.WriteFile(def, nil, 0o644)
+		},
+		// [root]: the script runs as root (it chowns files to other users).
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		RequireExplicitExec: true,
 	}

@@ -132,9 +132,12 @@ func IsSet(fs *flag.FlagSet, name string) bool {
 func (c *Common) Load(fs *flag.FlagSet, override func(*config.Config)) (config.Config, error) {
 	explicit := IsSet(fs, "config")
 	cfg, err := config.Load(c.ConfigPath, explicit)
-	if err != nil {
+	var schema *config.ValidationError
+	if err != nil && !errors.As(err, &schema) {
 		return cfg, err
 	}
+	// A file that does not fit the schema is still checked against the
+	// rules: Validate lists its schema problems first, then the rest.
 	file := cfg
 	if c.Node != "" {
 		cfg.NodeName = c.Node
@@ -196,7 +199,8 @@ func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io
 	code := exitcode.CodeOf(err)
 	var q quiet
 	if err != nil && code != exitcode.OK && code != exitcode.No && !errors.As(err, &q) {
-		msg := err.Error()
+		// One line, whatever a value in it (a kill switch's reason) holds.
+		msg := report.OneLine(err.Error())
 		// "crd-lock: …" and "clusterrebootd run: …" already name the tool.
 		if !strings.HasPrefix(msg, tool+":") && !strings.HasPrefix(msg, tool+" ") {
 			msg = tool + ": " + msg

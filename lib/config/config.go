@@ -57,11 +57,18 @@ type Config struct {
 	origin origins
 	// sources lists the files read, in order.
 	sources []string
+	// problems are the files' schema problems (unknown keys, wrong types),
+	// which Validate lists before its own.
+	problems []Problem
 }
 
 // Sources lists the files this configuration was read from, in merge order
 // (empty when only defaults apply).
 func (c *Config) Sources() []string { return append([]string(nil), c.sources...) }
+
+// Where is "file:line" of the file that set field (a YAML path such as
+// "health_script"), or "" when a default or a flag set it.
+func (c *Config) Where(field string) string { return c.origin.where(field) }
 
 // Namespace is the etcd key prefix everything the product writes lives
 // under, always ending in "/": etcd_namespace, or the directory of lock_key.

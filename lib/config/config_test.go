@@ -104,6 +104,7 @@ metrics:
 }
 
 func TestValidationErrors(t *testing.T) {
+	emptySecret := writeFile(t, t.TempDir(), "pw", "", 0o600)
 	tests := []struct {
 		name string
 		body string
@@ -143,6 +144,7 @@ func TestValidationErrors(t *testing.T) {
 		{"cert without key", "etcd_endpoints: [\"https://e:2379\"]\netcd_tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem}\n", "cert_file and key_file go together"},
 		{"missing key file", "etcd_endpoints: [\"https://e:2379\"]\netcd_tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem, key_file: /nonexistent/k.pem}\n", "etcd_tls.key_file: cannot read /nonexistent/k.pem"},
 		{"user without password", "etcd_username: crd\n", "etcd_password_file: must be set"},
+		{"empty password file", "etcd_username: crd\netcd_password_file: " + emptySecret + "\n", "etcd_password_file: " + emptySecret + " is empty: write the secret into it"},
 		{"node name", "node_name: \"a/b\"\n", "node_name: \"a/b\" is not a valid node name"},
 		{"lock key trailing slash", "lock_key: /cluster/lock/\n", "lock_key: \"/cluster/lock/\" must start with '/'"},
 		{"lock key outside namespace", "etcd_namespace: /prod/\nlock_key: /other/lock\n", "is outside etcd_namespace"},

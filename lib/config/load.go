@@ -1,13 +1,9 @@
 package config
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"io/fs"
 	"path/filepath"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
@@ -15,7 +11,11 @@ import (
 // Load reads path over the defaults, then every path's-dir/config.d/*.yaml in
 // lexical order over that (a drop-in replaces the keys it names; lists are
 // replaced whole). A missing path is an error only when mustExist is set; a
-// missing default file means "defaults only". It does not validate.
+// missing default file means "defaults only". It does not validate the
+// rules, but a file that does not fit the schema is an error: a
+// *ValidationError listing every such problem of every file, returned with
+// the configuration as far as it could be decoded, whose Validate lists
+// them again with the rule checks' (validate-config lists all at once).
 func Load(path string, mustExist bool) (Config, error) {
 	cfg := Default()
 	data, err := readFile(path)
@@ -27,7 +27,8 @@ func Load(path string, mustExist bool) (Config, error) {
 	case err != nil:
 		return cfg, exitcode.Errorf(exitcode.Config, "config %s: %v", path, err)
 	}
-	if err := decodeInto(&cfg, path, data); err != nil {
+	var schema []Problem
+	if err := decodeInto(&cfg, path, data); !schemaOnly(err, &schema) {
 		return cfg, err
 	}
 	dropins, err := dropIns(filepath.Join(filepath.Dir(path), "config.d"))
@@ -39,30 +40,28 @@ func Load(path string, mustExist bool) (Config, error) {
 		if err != nil {
 			return cfg, exitcode.Errorf(exitcode.Config, "config drop-in %s: %v", d, err)
 		}
-		if err := decodeInto(&cfg, d, data); err != nil {
+		if err := decodeInto(&cfg, d, data); !schemaOnly(err, &schema) {
 			return cfg, err
 		}
+	}
+	if len(schema) > 0 {
+		return cfg, exitcode.New(exitcode.Config, &ValidationError{Source: path, Problems: schema})
 	}
 	return cfg, nil
 }
 
-// decodeInto decodes one YAML document strictly (unknown keys and wrong types
-// are errors, with the line) on top of cfg.
-func decodeInto(cfg *Config, path string, data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return decodeError(path, data, err)
+// schemaOnly reports whether loading may go on after err: no error, or only
+// problems of the schema (unknown keys, wrong types), which it appends to
+// probs so that every file's are listed at once.
+func schemaOnly(err error, probs *[]Problem) bool {
+	var ve *ValidationError
+	if err != nil && !errors.As(err, &ve) {
+		return false
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err == nil {
-		if cfg.origin == nil {
-			cfg.origin = origins{}
-		}
-		cfg.origin.record(path, &doc)
+	if ve != nil {
+		*probs = append(*probs, ve.Problems...)
 	}
-	cfg.sources = append(cfg.sources, path)
-	return nil
+	return true
 }
 
 // Parse decodes one YAML document over the defaults, without drop-ins and

@@ -142,9 +142,10 @@ func redactUserinfo(e string) string {
 }
 
 // Validate checks cfg; source names the file in messages. checkWindow may be
-// nil (window specs are then not parsed).
+// nil (window specs are then not parsed). The schema problems Load found
+// come first.
 func Validate(cfg *Config, source string, checkWindow WindowValidator) error {
-	v := &validator{cfg: cfg}
+	v := &validator{cfg: cfg, problems: slices.Clone(cfg.problems)}
 	v.check()
 	v.windows(checkWindow)
 	if len(v.problems) == 0 {
@@ -447,6 +448,9 @@ func (v *validator) secretFile(field, p string) {
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		v.bad(field, "%s has mode %04o: group or others may read a secret; run chmod 600 %s", p, fi.Mode().Perm(), p)
+	}
+	if fi.Mode().IsRegular() && fi.Size() == 0 {
+		v.bad(field, "%s is empty: write the secret into it", p)
 	}
 }
 

@@ -31,7 +31,7 @@ func TestCommandDetectorFake(t *testing.T) {
 		{"not found", config.Detector{}, proc.Result{ExitCode: -1, StartErr: errors.New("exec: not found")}, false, "", "cannot start"},
 		{"timed out", config.Detector{TimeoutSec: 7}, proc.Result{ExitCode: -1, TimedOut: true, Signal: "terminated"}, false, "", "timed out after 7s"},
 		{"canceled", config.Detector{}, proc.Result{ExitCode: -1, Canceled: true}, false, "", "interrupted"},
-		{"signal", config.Detector{}, proc.Result{ExitCode: -1, Signal: "killed"}, false, "", "killed by signal killed"},
+		{"signal", config.Detector{}, proc.Result{ExitCode: -1, Signal: "SIGKILL"}, false, "", "killed by signal SIGKILL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

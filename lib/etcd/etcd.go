@@ -222,7 +222,12 @@ func readSecret(file, field, source string) (string, error) {
 	if err != nil {
 		return "", exitcode.Errorf(exitcode.Config, "etcd: %s %s: %v", field, file, errors.Unwrap(err))
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if pw == "" {
+		// etcd would answer "user name is empty" (exit 7): the problem is here.
+		return "", exitcode.Errorf(exitcode.Config, "etcd: %s %s is empty: write the password into it (one line, mode 0600)", field, file)
+	}
+	return pw, nil
 }
 
 // Unavailable wraps an etcd error as exit code 7 with one line naming the

@@ -146,10 +146,20 @@ func TestConnectConfigErrors(t *testing.T) {
 	if err := os.WriteFile(loose, []byte("secret\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newline := filepath.Join(dir, "newline")
+	if err := os.WriteFile(newline, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, want string
 		edit       func(*config.Config)
 	}{
+		{"empty password file", "etcd_password_file " + empty + " is empty: write the password into it", func(c *config.Config) { c.EtcdUsername, c.EtcdPasswordFile = "u", empty }},
+		{"password file of one newline", "etcd_password_file " + newline + " is empty", func(c *config.Config) { c.EtcdUsername, c.EtcdPasswordFile = "u", newline }},
 		{"no endpoints", "etcd_endpoints is empty", func(c *config.Config) { c.EtcdEndpoints = nil }},
 		{"password file readable by others", "chmod 600", func(c *config.Config) { c.EtcdUsername, c.EtcdPasswordFile = "u", loose }},
 		{"username without password file", "etcd_password_file is empty", func(c *config.Config) { c.EtcdUsername = "u" }},

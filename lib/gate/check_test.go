@@ -135,7 +135,30 @@ func TestCheckScript(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, 0, "directory " + "DIR" + " of health script"},
+		}, 0, "directory DIR is owned by uid 4242"},
+		// Issue 17: every component counts, as given and as resolved.
+		{"symlink owned by nobody to /bin/true", func(t *testing.T, dir string) string {
+			needRoot(t)
+			p := filepath.Join(dir, "link")
+			if err := os.Symlink("/bin/true", p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(p, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, 0, "symbolic link DIR/link is owned by uid 65534"},
+		{"world-writable ancestor that is not sticky", func(t *testing.T, dir string) string {
+			sub := filepath.Join(dir, "sub")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p := writeScript(t, sub, "s", "exit 0", 0o755)
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, euid, "directory DIR is world-writable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,7 +4,9 @@
 // grace period), and with stdout/stderr captured up to a bound.
 //
 // Detectors, the health gate, reboot hooks and the reboot command all go
-// through a Runner, so tests can substitute one.
+// through a Runner, so tests can substitute one. Each of them runs as root
+// (or the tool's user), so Exec refuses a program that anyone else could
+// change (lib/trust), before it starts anything.
 package proc
 
 import (
@@ -14,10 +16,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/trust"
 )
 
 // DefaultMaxOutput bounds each captured stream (64 KiB).
@@ -53,7 +58,8 @@ type Result struct {
 	// ExitCode is the exit status, or -1 when the command did not exit
 	// normally (killed by a signal, or never started).
 	ExitCode int
-	// Signal names the signal that ended the command, if any.
+	// Signal names the signal that ended the command, if any, as SIGKILL
+	// (not Go's "killed", which reads as "killed by signal killed").
 	Signal string
 	// Stdout and Stderr are the captured streams, each at most MaxOutput bytes.
 	Stdout, Stderr                   string
@@ -119,6 +125,10 @@ func (Exec) Run(ctx context.Context, spec Spec) Result {
 	} else {
 		path = lp
 	}
+	if err := trusted(path, spec.Dir); err != nil {
+		res.StartErr = err
+		return res
+	}
 	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir}
 	if cmd.Env == nil {
 		cmd.Env = []string{}
@@ -175,7 +185,7 @@ func (Exec) Run(ctx context.Context, spec Spec) Result {
 	res.Stderr, res.StderrTruncated = errBuf.String(), errBuf.truncated
 	if ps := cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Signal = ws.Signal().String()
+			res.Signal = SignalName(ws.Signal())
 			res.ExitCode = -1
 		} else {
 			res.ExitCode = ps.ExitCode()
@@ -225,6 +235,27 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
 }
+
+// trusted refuses, as an ErrUntrusted, a program that someone other than
+// root or this process's user could change. A program that does not exist
+// is left for exec to report as usual.
+func trusted(path, dir string) error {
+	if !filepath.IsAbs(path) {
+		if dir == "" {
+			dir, _ = os.Getwd()
+		}
+		path = filepath.Join(dir, path)
+	}
+	err := trust.Check(path, os.Geteuid())
+	if !trust.IsUntrusted(err) {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ErrUntrusted, err)
+}
+
+// ErrUntrusted is the start error of a program that someone other than root
+// or this process's user could change: it is never run.
+var ErrUntrusted = errors.New("refused to run")
 
 // capped keeps the first max bytes written and drops the rest, remembering
 // that it did.
@@ -279,4 +310,18 @@ func explainStart(path string, err error) error {
 		return fmt.Errorf("%w: its interpreter %s (the #! line) does not exist", err, fields[0])
 	}
 	return err
+}
+
+// SignalName is the C name of sig (SIGKILL), or "signal N" for one without
+// a common name.
+func SignalName(sig syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+		syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV",
+		syscall.SIGUSR2: "SIGUSR2", syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+		syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS"}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,5 +139,51 @@ func TestMissingInterpreter(t *testing.T) {
 	r := Exec{}.Run(context.Background(), Spec{Argv: []string{p}})
 	if r.StartErr == nil || !r.NotFound() || !strings.Contains(r.StartErr.Error(), "its interpreter /bin/nonexistent (the #! line) does not exist") {
 		t.Fatalf("want the interpreter named, got %v", r.StartErr)
+	}
+}
+
+// A program someone other than root or this user could change is never
+// started (issue 17): here a link owned by nobody to /bin/true.
+func TestExecRefusesUntrusted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	dir := t.TempDir()
+	link := filepath.Join(dir, "true")
+	if err := os.Symlink("/bin/true", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		uid  int
+		ok   bool
+	}{{"link owned by root", 0, true}, {"link owned by nobody", 65534, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.Lchown(link, tt.uid, 0); err != nil {
+				t.Fatal(err)
+			}
+			res := Exec{}.Run(context.Background(), Spec{Argv: []string{link}})
+			if res.OK() != tt.ok {
+				t.Fatalf("OK() = %v, want %v (start error %v)", res.OK(), tt.ok, res.StartErr)
+			}
+			if !tt.ok && (!errors.Is(res.StartErr, ErrUntrusted) || !strings.Contains(res.StartErr.Error(), "symbolic link "+link+" is owned by uid 65534")) {
+				t.Errorf("start error %v", res.StartErr)
+			}
+		})
+	}
+}
+
+// A command that dies of a signal says which, by its C name (issue 17:
+// "killed by signal killed").
+func TestSignalName(t *testing.T) {
+	for _, tt := range []struct {
+		name, script, want string
+	}{{"kill", "kill -KILL $$", "SIGKILL"}, {"term", "kill -TERM $$", "SIGTERM"}, {"rtmin", "kill -s 40 $$", "signal 40"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Exec{}.Run(context.Background(), Spec{Argv: []string{"/bin/sh", "-c", tt.script}})
+			if r.Signal != tt.want {
+				t.Errorf("Signal = %q, want %q", r.Signal, tt.want)
+			}
+		})
 	}
 }

@@ -58,6 +58,10 @@ type Options struct {
 	Timeout time.Duration
 	// Extra is copied into the marker (e.g. fencing_token, lease_id).
 	Extra map[string]string
+	// Starting, when set, is called once every check has passed, just
+	// before the marker is written: where "rebooting" may be logged, and
+	// not before the kill switch has had its say.
+	Starting func()
 }
 
 // Result says what Do did or, in a dry run, would have done.
@@ -131,6 +135,9 @@ func Do(ctx context.Context, o Options) (Result, error) {
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
+	}
+	if o.Starting != nil {
+		o.Starting()
 	}
 	m := Marker{Version: MarkerVersion, Node: o.Node, BootID: id, RequestedAt: now().UTC(), Command: o.Command, Extra: o.Extra}
 	if err := WriteMarker(o.StateDir, m); err != nil {

@@ -292,3 +292,33 @@ func TestFromConfig(t *testing.T) {
 		t.Errorf("%+v", o)
 	}
 }
+
+// "rebooting" is announced only once nothing can stop the attempt any more
+// (issue 17: crd-reboot logged it before the kill switch blocked it).
+func TestDoStartingOnlyAfterTheChecks(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		kill   bool
+		dryRun bool
+		want   bool
+	}{{"kill switch set", true, false, false}, {"dry run", false, true, false}, {"a real reboot", false, false, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fakeBootID(t, dir, testBootID)
+			ks := filepath.Join(dir, "disable")
+			if tt.kill {
+				if err := os.WriteFile(ks, []byte("freeze\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stateDir := filepath.Join(dir, "state")
+			rec := &recorder{stateDir: stateDir}
+			called := false
+			_, _ = Do(context.Background(), Options{Node: "n", Command: []string{"/bin/true"}, StateDir: stateDir, Root: dir,
+				Runner: rec, KillSwitchFile: ks, DryRun: tt.dryRun, Starting: func() { called = true }})
+			if called != tt.want {
+				t.Errorf("Starting called = %v, want %v", called, tt.want)
+			}
+		})
+	}
+}

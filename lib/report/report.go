@@ -75,11 +75,13 @@ func ParseFormat(s string, stdout io.Writer, extra ...Format) (Format, error) {
 	}
 }
 
-// Write emits v in format f: JSON as a single line, Text through v's Texter.
+// Write emits v in format f: JSON as a single line, Text through v's Texter
+// with control characters escaped (see textWriter; a Texter shows a value
+// that others wrote through Field).
 func Write(w io.Writer, f Format, v any) error {
 	if f == Text {
 		if t, ok := v.(Texter); ok {
-			return t.Text(w)
+			return t.Text(textWriter{w})
 		}
 	}
 	var b []byte
@@ -110,7 +112,8 @@ func IsTerminal(w io.Writer) bool {
 	return errno == 0
 }
 
-// Line writes one "key: value" line for text renderings, aligned.
+// Line writes one "key: value" line for text renderings, aligned. A
+// newline or other control character in value is escaped: it stays one line.
 func Line(w io.Writer, key string, value any) {
-	fmt.Fprintf(w, "%-16s %v\n", key+":", value)
+	fmt.Fprintf(w, "%-16s %s\n", key+":", escape(fmt.Sprint(value), false))
 }

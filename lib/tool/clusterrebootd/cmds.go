@@ -19,6 +19,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/trust"
 	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
@@ -74,34 +75,90 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if s := cfg.Sources(); s != nil {
 		res.Sources = s
 	}
-	if err == nil {
-		// The detectors' own checks (lib/detect) find what the schema cannot.
+	var ve *config.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		res.Problems = append(res.Problems, ve.Problems...)
+	case err != nil:
+		// The file could not be read as YAML at all: nothing else to check.
+		res.Problems = append(res.Problems, config.Problem{Message: err.Error()})
+		res.Valid = false
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	// Every stage runs, so that one run lists every problem: the
+	// detectors' own checks (lib/detect) find what the schema cannot, and
+	// the gate's check of the health script (it exists, is executable, and
+	// nobody but root or the daemon's user can change it or its
+	// directories) what every cycle would block on. The script is not part
+	// of loading, which every tool does: crd-detect has no business failing
+	// over a health script. A stage whose field has a problem already is
+	// skipped, so that nothing is listed twice.
+	if !hasProblem(res.Problems, "reboot_required_detectors") {
 		if _, derr := detect.New(cfg.Detectors, detect.Env{}); derr != nil {
-			err = derr
+			res.Problems = append(res.Problems, config.Problem{Field: "reboot_required_detectors", Message: derr.Error()})
 		}
 	}
-	if err == nil && cfg.HealthScript != "" {
-		// So does the gate's check of the script (it exists, is executable,
-		// and nobody but its owner or root can change it): every cycle would
-		// block on it. Not part of loading, which every tool does: crd-detect
-		// has no business failing over a health script.
+	if cfg.HealthScript != "" && !hasProblem(res.Problems, "health_script") {
 		if gerr := gate.CheckScript(cfg.HealthScript); gerr != nil {
-			p := config.Problem{Field: "health_script", Message: strings.TrimPrefix(gerr.Error(), "gate: ")}
-			res.Problems = append(res.Problems, p)
-			err = exitcode.Errorf(exitcode.Config, "config %s: 1 problem(s), the first: %s", b.c.ConfigPath, p)
+			res.Problems = append(res.Problems, config.Problem{Field: "health_script", Where: cfg.Where("health_script"),
+				Message: strings.TrimPrefix(gerr.Error(), "gate: ")})
 		}
 	}
-	if err != nil && len(res.Problems) == 0 {
-		var ve *config.ValidationError
-		if errors.As(err, &ve) {
-			res.Problems = ve.Problems
-			err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(ve.Problems), ve.Problems[0])
-		} else {
-			res.Problems = []config.Problem{{Message: err.Error()}}
-		}
+	res.Problems = append(res.Problems, untrustedCommands(&cfg, res.Problems)...)
+	if len(res.Problems) > 0 {
+		err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(res.Problems), res.Problems[0])
 	}
 	res.Valid = err == nil
 	return finish(stdout, b.format, &res.Header, &res, err)
+}
+
+// untrustedCommands checks every program the daemon would run as root
+// (detector commands, hooks, the reboot command) as the runner will
+// (lib/trust): one that someone other than root or this user could change
+// would be refused at run time, so it is a problem now. A program that does
+// not exist yet is not one: it may be installed later, and running it says so.
+func untrustedCommands(cfg *config.Config, known []config.Problem) []config.Problem {
+	var cmds [][2]string
+	for i, d := range cfg.Detectors {
+		if d.Type == "command" && len(d.Cmd) > 0 {
+			cmds = append(cmds, [2]string{fmt.Sprintf("reboot_required_detectors[%d].cmd[0]", i), d.Cmd[0]})
+		}
+	}
+	for _, h := range []struct {
+		field string
+		hooks []config.Hook
+	}{{"pre_reboot_hooks", cfg.PreRebootHooks}, {"post_reboot_hooks", cfg.PostRebootHooks}} {
+		for i, hk := range h.hooks {
+			if len(hk.Cmd) > 0 {
+				cmds = append(cmds, [2]string{fmt.Sprintf("%s[%d].cmd[0]", h.field, i), hk.Cmd[0]})
+			}
+		}
+	}
+	if len(cfg.RebootCommand) > 0 {
+		cmds = append(cmds, [2]string{"reboot_command[0]", cfg.RebootCommand[0]})
+	}
+	var probs []config.Problem
+	for _, c := range cmds {
+		if !filepath.IsAbs(c[1]) || hasProblem(known, c[0]) {
+			continue
+		}
+		if err := trust.Check(c[1], os.Geteuid()); trust.IsUntrusted(err) {
+			probs = append(probs, config.Problem{Field: c[0], Where: cfg.Where(c[0]),
+				Message: fmt.Sprintf("%s would be refused: %v", c[1], err)})
+		}
+	}
+	return probs
+}
+
+// hasProblem reports whether a problem concerns field or an element or
+// member of it.
+func hasProblem(probs []config.Problem, field string) bool {
+	for _, p := range probs {
+		if p.Field == field || strings.HasPrefix(p.Field, field+"[") || strings.HasPrefix(p.Field, field+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // localState is what this node knows without etcd.
@@ -186,7 +243,7 @@ func (r statusResult) Text(w io.Writer) error {
 	if r.View != nil {
 		paused := "no"
 		if p := r.View.Paused; p != nil {
-			paused = fmt.Sprintf("yes, by %s since %s: %s", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason)
+			paused = fmt.Sprintf("yes, by %s since %s: %s", report.Field(p.By), p.Since.UTC().Format(time.RFC3339), report.Field(p.Reason))
 		}
 		report.Line(w, "cluster paused", paused)
 		for _, s := range r.View.Rebooting {
@@ -194,7 +251,9 @@ func (r statusResult) Text(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%-24s %-14s %-8s %-20s %s\n", "NODE", "STATE", "REBOOT", "LAST CHECK", "REASON")
 		for _, n := range r.View.Nodes {
-			fmt.Fprintf(w, "%-24s %-14s %-8v %-20s %s\n", n.Node, n.State, n.RebootRequired, n.LastCheck.UTC().Format(time.RFC3339), n.Reason)
+			// Every node writes its own entry: what it says is shown, escaped and bounded.
+			fmt.Fprintf(w, "%-24s %-14s %-8v %-20s %s\n", report.Field(n.Node), report.Field(n.State), n.RebootRequired,
+				n.LastCheck.UTC().Format(time.RFC3339), report.Field(n.Reason))
 		}
 	}
 	if r.Lock != nil {
@@ -267,7 +326,7 @@ func (r pauseResult) Text(w io.Writer) error {
 			report.Line(w, "slot", r.Local.SlotError)
 		}
 	case r.Paused != nil:
-		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", r.Paused.By, r.Paused.Since.UTC().Format(time.RFC3339), r.Paused.Reason))
+		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", report.Field(r.Paused.By), r.Paused.Since.UTC().Format(time.RFC3339), report.Field(r.Paused.Reason)))
 	case r.Error == "":
 		report.Line(w, "paused", "no (reboots allowed)")
 	}
@@ -301,6 +360,9 @@ func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 	}
 	if pause && strings.TrimSpace(reason) == "" {
 		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd pause: --reason is required: say why, e.g. --reason \"change freeze until Monday\""))
+	}
+	if err := report.CheckField("--reason", reason); pause && err != nil {
+		return finish(stdout, b.format, &res.Header, &res, fmt.Errorf("clusterrebootd pause: %w", err))
 	}
 	child, err := b.child(stderr, true)
 	if local {

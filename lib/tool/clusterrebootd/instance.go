@@ -3,6 +3,7 @@ package clusterrebootd
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/trust"
 )
 
 // InstanceLock is the file in state_dir that `run` holds an exclusive flock
@@ -24,8 +26,16 @@ func lockInstance(stateDir string) (*os.File, error) {
 	if err := os.MkdirAll(stateDir, 0o750); err != nil {
 		return nil, exitcode.Errorf(exitcode.Config, "clusterrebootd: state_dir %s: %v", stateDir, exitcode.PathCause(err))
 	}
+	if err := privateDir("state_dir", stateDir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(stateDir, InstanceLock)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	// O_NOFOLLOW: a link planted here must not have root write its pid
+	// into whatever it points to.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o640)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, exitcode.Errorf(exitcode.Config, "clusterrebootd: %s is a symbolic link, which is never followed; remove it", path)
+	}
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Config, "clusterrebootd: cannot open %s: %v", path, exitcode.PathCause(err))
 	}
@@ -46,4 +56,16 @@ func lockInstance(stateDir string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// privateDir refuses a state_dir or run_dir (field) that anyone but root
+// and this user could change (lib/trust.PrivateDir): the daemon writes
+// its marker, history and lock file there as root. A missing run_dir is
+// fine: it is made when first written to.
+func privateDir(field, dir string) error {
+	err := trust.PrivateDir(dir, os.Geteuid())
+	if err == nil || (field == "run_dir" && errors.Is(err, fs.ErrNotExist)) {
+		return nil
+	}
+	return exitcode.Errorf(exitcode.Config, "clusterrebootd: %s %s is not safe to write as this user: %v", field, dir, exitcode.PathCause(err))
 }

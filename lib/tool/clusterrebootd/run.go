@@ -99,7 +99,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 	res.DryRun = cfg.DryRun
 	if !simulate {
 		lf, err := lockInstance(cfg.StateDir)
+		if err == nil {
+			err = privateDir("run_dir", cfg.RunDir)
+		}
 		if err != nil {
+			if lf != nil {
+				lf.Close()
+			}
 			return finish(stdout, b.format, &res.Header, &res, err)
 		}
 		defer lf.Close()

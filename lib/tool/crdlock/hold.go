@@ -103,6 +103,9 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	cfg, key, err := f.load(fs)
 	res.Node, res.Key, res.MaxHolders, res.Purpose = cfg.NodeName, key, cfg.MaxHolders, *purpose
+	if err == nil {
+		err = report.CheckField("--purpose", *purpose)
+	}
 	if err != nil {
 		return finish(err)
 	}

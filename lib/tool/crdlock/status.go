@@ -53,12 +53,12 @@ func describe(e lock.Entry) string {
 	case lock.TTLUnknown:
 		ttl = "unknown"
 	}
-	s := fmt.Sprintf("%s pid %d token %d lease %s ttl %s", node, e.PID, e.FencingToken, e.LeaseID, ttl)
+	s := fmt.Sprintf("%s pid %d token %d lease %s ttl %s", report.Field(node), e.PID, e.FencingToken, e.LeaseID, ttl)
 	if e.AcquiredAt != nil {
 		s += " since " + e.AcquiredAt.Format(time.RFC3339)
 	}
 	if e.Purpose != "" {
-		s += " (" + e.Purpose + ")"
+		s += " (" + report.Field(e.Purpose) + ")"
 	}
 	return s
 }

@@ -125,7 +125,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	opts := reboot.FromConfig(cfg)
 	opts.Runner = proc.Exec{}
 	logger = logger.With("node", cfg.NodeName, "dry_run", cfg.DryRun)
-	if !cfg.DryRun {
+	opts.Starting = func() {
 		logger.Info("rebooting: writing marker, then running the reboot command", "command", cfg.RebootCommand, "marker", reboot.MarkerPath(cfg.StateDir))
 	}
 	res.Result, err = reboot.Do(ctx, opts)
