@@ -80,17 +80,7 @@ func (s *session) parseSlots(ctx context.Context, kvs []*mvccpb.KeyValue, withTT
 }
 
 // parsePause reads the pause value; an unreadable value still pauses.
-func parsePause(value []byte) *policy.Pause {
-	var p policy.Pause
-	if err := json.Unmarshal(value, &p); err == nil && p.Reason != "" {
-		return &p
-	}
-	raw := oneLine(string(value), 120)
-	if raw == "" {
-		raw = "(empty)"
-	}
-	return &policy.Pause{Reason: "paused; the disable key holds no JSON reason: " + raw, By: p.By, Since: p.Since}
-}
+func parsePause(value []byte) *policy.Pause { return slot.ParsePause(value) }
 
 // oneLine flattens s to one line of at most n bytes.
 func oneLine(s string, n int) string {

@@ -136,6 +136,7 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 		clientv3.OpGet(f.SeatKey()+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		clientv3.OpGet(Dir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(RecordsDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(PauseKey(f.NS)),
 	).Commit()
 	if err != nil {
 		return Count{}, err
@@ -236,6 +237,9 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 				f.Node, m.MachineID, m.Key)
 		}
 		c.View.Nodes = append(c.View.Nodes, rec)
+	}
+	if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
+		c.View.Paused = ParsePause(kvs[0].Value)
 	}
 	if len(maxSeen) > 1 {
 		for n := range maxSeen {

@@ -103,3 +103,19 @@ func (p Parsed) Foreign(lock string) bool {
 func (p Parsed) Policy() policy.Slot {
 	return policy.Slot{Node: p.Node, Lock: p.Lock, Group: p.Group, Since: p.Since, BootID: p.BootID}
 }
+
+// ParsePause reads the pause key's value; an unreadable value still pauses.
+func ParsePause(value []byte) *policy.Pause {
+	var p policy.Pause
+	if err := json.Unmarshal(value, &p); err == nil && p.Reason != "" {
+		return &p
+	}
+	raw := strings.Join(strings.Fields(string(value)), " ")
+	if len(raw) > 120 {
+		raw = strings.ToValidUTF8(raw[:120], "") + "..."
+	}
+	if raw == "" {
+		raw = "(empty)"
+	}
+	return &policy.Pause{Reason: "paused; the disable key holds no JSON reason: " + raw, By: p.By, Since: p.Since}
+}

@@ -47,8 +47,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
 	"strings"
 	"time"
 
@@ -84,6 +82,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runStatus(ctx, rest, stdout, stderr)
 	case "release":
 		return runRelease(ctx, rest, stdout, stderr)
+	case "complete":
+		return runComplete(ctx, rest, stdout, stderr)
 	case "step":
 		// The daemon's cluster steps (docs/cluster-protocol.md): the error is in
 		// the JSON result the daemon reads, and stderr carries JSON log lines
@@ -197,37 +197,16 @@ func (f *flags) connect(ctx context.Context, cfg config.Config) (*clientv3.Clien
 	return etcd.Connect(ctx, cfg, f.common.ConfigPath)
 }
 
-// lockOptions builds the lock options from the configuration.
-func lockOptions(cfg config.Config, key, purpose string, logger *slog.Logger) lock.Options {
-	return lock.Options{
-		Key:        key,
-		MaxHolders: cfg.MaxHolders,
-		TTL:        time.Duration(cfg.LockTTLSec) * time.Second,
-		Node:       cfg.NodeName,
-		PID:        os.Getpid(),
-		BootID:     bootID(),
-		Purpose:    purpose,
-		Backoff: lock.Backoff{
-			Min:  time.Duration(cfg.BackoffMinSec) * time.Second,
-			Max:  time.Duration(cfg.BackoffMaxSec) * time.Second,
-			Rand: rand.Float64,
-		},
-		RPCTimeout: time.Duration(cfg.EtcdDialTimeoutSec) * time.Second,
-		OnRetry: func(attempt int, err error, wait time.Duration) {
-			logger.Warn("etcd failed while acquiring; retrying", "key", key, "attempt", attempt, "wait", wait.Round(time.Millisecond), "err", err)
-		},
-		OnQueued: func(position int) {
-			logger.Info("lock is busy; waiting in line", "key", key, "position", position)
-		},
+// lockOptions is lock.FromConfig, the one builder the daemon's cluster step
+// uses too, with this tool's purpose and log lines.
+func lockOptions(cfg config.Config, purpose, bootID, machineID string, logger *slog.Logger) lock.Options {
+	o := lock.FromConfig(cfg, bootID, machineID)
+	o.Purpose = purpose
+	o.OnRetry = func(attempt int, err error, wait time.Duration) {
+		logger.Warn("etcd failed while acquiring; retrying", "key", o.Key, "attempt", attempt, "wait", wait.Round(time.Millisecond), "err", err)
 	}
-}
-
-// bootID identifies this boot of the node, so an entry left by a previous
-// boot is recognisable in status output.
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
+	o.OnQueued = func(position int) {
+		logger.Info("lock is busy; waiting in line", "key", o.Key, "position", position)
 	}
-	return strings.TrimSpace(string(b))
+	return o
 }

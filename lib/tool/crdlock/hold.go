@@ -16,6 +16,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
 
@@ -35,6 +36,10 @@ type HoldResult struct {
 	CommandExitStatus *int `json:"command_exit_status,omitempty"`
 	// LockLost is true when the lock was lost while COMMAND ran.
 	LockLost bool `json:"lock_lost,omitempty"`
+	// SlotKey is the reboot slot taken with --reboot-slot; SlotKept says it
+	// outlives crd-lock (until `crd-lock complete` after the boot, or its TTL).
+	SlotKey  string `json:"slot_key,omitempty"`
+	SlotKept bool   `json:"slot_kept,omitempty"`
 	// Released is true when the lease was revoked after COMMAND ended.
 	Released bool `json:"released"`
 }
@@ -66,6 +71,7 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f.register(fs)
 	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
 	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")
+	withSlot := fs.Bool("reboot-slot", false, "take this node's reboot slot before COMMAND (waiting while max_holders nodes are down) and keep it after COMMAND succeeds, until `crd-lock complete` after the boot")
 	grace := fs.Duration("kill-grace", 10*time.Second, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL")
 	res := &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}
 	format := report.JSON
@@ -141,7 +147,24 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		actx, tcancel = context.WithTimeout(actx, *timeout)
 		defer tcancel()
 	}
-	held, err := lock.Acquire(actx, client, lockOptions(cfg, key, *purpose, logger))
+	if *withSlot && *purpose == "" {
+		*purpose = "reboot"
+		res.Purpose = *purpose
+	}
+	bootID, _ := reboot.BootID("")
+	machineID := reboot.MachineID("")
+	held, err := lock.Acquire(actx, client, lockOptions(cfg, *purpose, bootID, machineID, logger))
+	var rs *rebootSlot
+	if err == nil && *withSlot {
+		rs, err = takeRebootSlot(actx, client, cfg, held, bootID, machineID, logger)
+		if err != nil {
+			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = held.Release(rctx)
+			rcancel()
+		} else {
+			res.SlotKey = rs.held.Key
+		}
+	}
 	cancel() // stop the interrupt watcher: from here on signals go to COMMAND
 	if err != nil {
 		return finish(err)
@@ -160,6 +183,9 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		"CRD_LEASE_ID="+res.LeaseID,
 		"CRD_NODE="+cfg.NodeName,
 	)
+	if rs != nil {
+		cmd.Env = append(cmd.Env, "CRD_SLOT_KEY="+rs.held.Key)
+	}
 	// Its own process group, so the whole group can be signalled; SIGTERM to
 	// COMMAND should crd-lock itself die (the lock dies with it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
@@ -167,6 +193,10 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	status, lost, runErr := supervise(cmd, held, sigc, *grace, logger.Warn)
 	heldMS := time.Since(started).Milliseconds()
 	res.HeldMS = &heldMS
+	if rs != nil {
+		// Before the seat goes: the slot, kept, counts the node without a gap.
+		res.SlotKept = rs.after(status, lost || runErr != nil)
+	}
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	relErr := held.Release(rctx)
 	rcancel()

@@ -1,0 +1,313 @@
+package crdlock
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+)
+
+// rebootSlot is `crd-lock hold --reboot-slot`: the seat becomes this node's
+// reboot slot (lib/slot, the daemon's own code), so a node rebooted by the
+// shell pipeline stays counted against max_holders from the lock until
+// `crd-lock complete` after its boot, and daemons and pipelines on one lock
+// count each other.
+type rebootSlot struct {
+	fleet    slot.Fleet
+	client   *clientv3.Client
+	stateDir string
+	lease    clientv3.LeaseID
+	held     *slot.Held
+	takenAt  time.Time
+	log      *slog.Logger
+}
+
+// takeRebootSlot waits while the machines present (seats and slots of this
+// lock and group) reach max_holders, checks the cluster-wide pause and the
+// built-in policies on the same read, and takes the slot in the transaction
+// guarded by the seat and that read's revision. ctx ends the wait
+// (--timeout, a signal); a lost seat ends it too.
+func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Config, held *lock.Held, bootID, machineID string, logger *slog.Logger) (*rebootSlot, error) {
+	if bootID == "" {
+		return nil, exitcode.Errorf(exitcode.RebootFailed, "crd-lock: hold --reboot-slot: this boot's id is unreadable; a reboot slot needs it to tell this machine from others")
+	}
+	if err := reboot.CheckStateDir(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(held.Context(), cancel)
+	defer stop()
+	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID), client: client, stateDir: cfg.StateDir, log: logger}
+	waiting := false
+	for {
+		n, err := r.fleet.Count(wctx, held.Entry())
+		if err == nil && n.Problem != nil {
+			return nil, n.Problem
+		}
+		if err != nil {
+			return nil, r.waitErr(ctx, held, err)
+		}
+		if p := n.View.Paused; p != nil {
+			return nil, exitcode.Errorf(exitcode.KillSwitch, "crd-lock: hold --reboot-slot: reboots are paused cluster-wide (%s, by %s): run `clusterrebootd resume` to allow them", p.Reason, p.By)
+		}
+		if len(n.Disagree) > 0 {
+			logger.Warn("the nodes of this lock disagree on max_holders; the smallest counts", "seen", fmt.Sprint(n.Disagree), "effective", n.MaxHolders)
+		}
+		if n.Full() {
+			if !waiting {
+				logger.Info("other nodes are rebooting; keeping the seat and waiting for a reboot slot", "present", n.Describe(), "max_holders", n.MaxHolders)
+				waiting = true
+			}
+			if err := r.fleet.Wait(wctx, n.Revision, 0); err != nil {
+				return nil, r.waitErr(ctx, held, err)
+			}
+			continue
+		}
+		if d := r.fleet.Evaluate(n); !d.Allowed {
+			return nil, exitcode.Errorf(exitcode.HealthBlocked, "crd-lock: hold --reboot-slot: policy %s: %s", d.Rule, d.Reason)
+		}
+		taken, err := r.take(wctx, held, n)
+		if errors.Is(err, slot.ErrChanged) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if taken {
+			return r, nil
+		}
+	}
+}
+
+// take records the claim in state_dir and writes the slot.
+func (r *rebootSlot) take(ctx context.Context, held *lock.Held, n slot.Count) (bool, error) {
+	lease, err := r.fleet.Grant(ctx)
+	if err != nil {
+		return false, r.etcdErr("granting the reboot slot's lease", err)
+	}
+	r.lease, r.takenAt = lease, time.Now()
+	claim := slot.Claim{Key: r.fleet.Key(), Lease: fmt.Sprintf("%x", int64(lease)), Lock: r.fleet.Lock, Node: r.fleet.Node,
+		BootID: r.fleet.BootID, Since: r.takenAt.UTC().Format(time.RFC3339Nano)}
+	if err := slot.WriteClaim(r.stateDir, claim); err != nil {
+		r.free()
+		return false, err
+	}
+	h, err := r.fleet.Take(ctx, held.IsOwnerCmp(), held.Entry(), n, lease)
+	switch {
+	case errors.Is(err, slot.ErrChanged):
+		r.free()
+		return false, err
+	case errors.Is(err, slot.ErrSeatLost):
+		r.free()
+		return false, exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: the lock seat %s was lost before the reboot slot was taken; COMMAND was not run", held.Entry())
+	case err != nil:
+		r.free()
+		var coded *exitcode.Error
+		if errors.As(err, &coded) {
+			return false, err
+		}
+		return false, r.etcdErr("taking the reboot slot "+r.fleet.Key(), err)
+	}
+	r.held = h
+	r.log.Info("reboot slot taken", "slot_key", h.Key, "slot_lease_id", claim.Lease, "slot_ttl_sec", int64(r.fleet.TTL/time.Second))
+	return true, nil
+}
+
+func (r *rebootSlot) waitErr(ctx context.Context, held *lock.Held, err error) error {
+	switch {
+	case held.Err() != nil:
+		return exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: %v while waiting for a reboot slot; COMMAND was not run", held.Err())
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: no reboot slot free before --timeout: other nodes are rebooting (see crd-lock status)")
+	case ctx.Err() != nil:
+		return exitcode.Errorf(exitcode.Interrupted, "crd-lock: hold --reboot-slot: interrupted while waiting for a reboot slot")
+	}
+	return r.etcdErr("counting the nodes present", err)
+}
+
+func (r *rebootSlot) etcdErr(what string, err error) error {
+	return exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: hold --reboot-slot: %s at %s: %v", what, strings.Join(r.client.Endpoints(), ","), err)
+}
+
+// after decides, once COMMAND ended and before the seat is released, whether
+// the slot stays: after a COMMAND that exited 0 it does (the node is going
+// down), renewed to its whole TTL; after one that failed it stays too when
+// a reboot marker of this boot, written since the slot was taken, says a
+// reboot command started (crd-reboot leaves it: the shutdown may still
+// come). Else the slot is freed. It reports whether the slot was kept.
+func (r *rebootSlot) after(status int, lost bool) bool {
+	keep := status == 0 && !lost
+	if !keep {
+		if m, err := reboot.ReadMarker(r.stateDir); err == nil && m.BootID == r.fleet.BootID && !m.RequestedAt.Before(r.takenAt.Add(-time.Second)) {
+			keep = true
+			r.log.Warn("COMMAND failed after a reboot command started (its marker is in state_dir); the reboot slot is kept until the node is back or the slot expires",
+				"slot_key", r.held.Key, "status", status)
+		}
+	}
+	if !keep {
+		r.free()
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.fleet.RPCTimeout)
+	defer cancel()
+	if err := r.held.Renew(ctx); err != nil {
+		r.log.Warn("cannot renew the reboot slot; it keeps the rest of its TTL", "slot_key", r.held.Key, "err", err)
+	}
+	r.log.Info("the reboot slot keeps this node counted until `crd-lock complete` after its boot", "slot_key", r.held.Key,
+		"slot_ttl_sec", int64(r.fleet.TTL/time.Second))
+	return true
+}
+
+// free revokes the slot's lease and removes the claim.
+func (r *rebootSlot) free() {
+	if r.lease == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.fleet.RPCTimeout)
+	defer cancel()
+	if err := slot.Free(ctx, r.client, r.lease); err != nil && !errors.Is(err, slot.ErrExpired) {
+		r.log.Warn("cannot free the reboot slot; it expires with its lease", "slot_key", r.fleet.Key(), "err", err)
+	}
+	if err := slot.RemoveClaim(r.stateDir); err != nil {
+		r.log.Warn("cannot remove the reboot slot claim", "err", err)
+	}
+	r.lease = 0
+}
+
+// CompleteResult is the JSON line of crd-lock complete.
+type CompleteResult struct {
+	base
+	SlotKey string `json:"slot_key,omitempty"`
+	// Freed says whether the slot was deleted (false: none was claimed, it
+	// had expired, or it was not this machine's).
+	Freed bool `json:"freed"`
+	// Kept says the slot was renewed (--keep).
+	Kept bool `json:"kept,omitempty"`
+	// MarkerRemoved says the reboot marker of the completed reboot was removed.
+	MarkerRemoved bool `json:"marker_removed,omitempty"`
+}
+
+// Text renders the result for humans.
+func (r *CompleteResult) Text(w io.Writer) error {
+	fmt.Fprintf(w, "slot: %s\nresult: %s\n", orNone(r.SlotKey), r.ExitName)
+	fmt.Fprintf(w, "freed: %v\n", r.Freed)
+	if r.Kept {
+		fmt.Fprintln(w, "kept: true")
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// runComplete is `crd-lock complete [--keep]`: the pipeline's line after
+// boot. It frees the reboot slot that `crd-lock hold --reboot-slot` took
+// (the claim in state_dir names its lease) once the boot id says the node
+// rebooted, and removes the reboot marker of that reboot; with --keep it
+// renews the slot instead (post-boot checks failing: the fleet waits).
+func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crd-lock complete", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	f.common.Register(fs)
+	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
+	keep := fs.Bool("keep", false, "renew the slot instead of freeing it (the node is back but not yet healthy)")
+	res := &CompleteResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "complete"}}
+	format := report.JSON
+	finish := func(err error) error {
+		res.Settle(err)
+		_ = report.Write(stdout, format, res)
+		return err
+	}
+	if err := f.parse(fs, args, stdout, &format); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return finish(err)
+	}
+	if fs.NArg() > 0 {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: complete: unexpected argument %q", fs.Arg(0)))
+	}
+	cfg, _, err := f.load(fs)
+	res.Node = cfg.NodeName
+	if err != nil {
+		return finish(err)
+	}
+	logger, err := f.common.Logger(stderr, tool)
+	if err != nil {
+		return finish(err)
+	}
+	cl, ok, err := slot.ReadClaim(cfg.StateDir)
+	if err != nil {
+		return finish(err)
+	}
+	if !ok {
+		logger.Info("no reboot slot claimed in state_dir: nothing to complete", "state_dir", cfg.StateDir)
+		return finish(nil)
+	}
+	res.SlotKey, res.Key = cl.Key, cl.Lock
+	boot, err := reboot.BootID("")
+	if err != nil {
+		return finish(exitcode.Errorf(exitcode.RebootFailed, "crd-lock: complete: %v; cannot tell whether this node rebooted: the slot is left to expire", err))
+	}
+	client, err := f.connect(ctx, cfg)
+	if err != nil {
+		return finish(err)
+	}
+	defer client.Close()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Duration(cfg.EtcdDialTimeoutSec)*time.Second)
+	defer cancel()
+	if *keep {
+		ttl, err := slot.Keep(rctx, client, cl)
+		if errors.Is(err, slot.ErrExpired) {
+			logger.Warn("the reboot slot had already expired; nothing to keep", "slot_key", cl.Key)
+			return finish(nil)
+		}
+		if err != nil {
+			return finish(exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: complete --keep: renewing %s at %s: %v", cl.Key, strings.Join(client.Endpoints(), ","), err))
+		}
+		res.Kept = true
+		logger.Info("reboot slot renewed", "slot_key", cl.Key, "ttl_sec", ttl)
+		return finish(nil)
+	}
+	freed, err := slot.Complete(rctx, client, cl, boot)
+	var coded *exitcode.Error
+	if errors.As(err, &coded) {
+		return finish(fmt.Errorf("crd-lock: complete: %w", err))
+	}
+	if err != nil {
+		return finish(exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: complete: freeing %s at %s: %v", cl.Key, strings.Join(client.Endpoints(), ","), err))
+	}
+	res.Freed = freed
+	if err := slot.RemoveClaim(cfg.StateDir); err != nil {
+		return finish(err)
+	}
+	if m, err := reboot.ReadMarker(cfg.StateDir); err == nil && m.BootID != boot {
+		if err := reboot.RemoveMarker(cfg.StateDir); err == nil {
+			res.MarkerRemoved = true
+		}
+	}
+	logger.Info("reboot completed; the reboot slot is free", "slot_key", cl.Key, "freed", freed)
+	return finish(nil)
+}
