@@ -1,0 +1,78 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestParse(t *testing.T) {
+	const ns = "/c/"
+	for _, tc := range []struct {
+		name, value string
+		bound       bool
+		counts      bool // against lock /c/lock, group g1
+	}{
+		{"ours", `{"node":"a","lock":"/c/lock","group":"g1"}`, true, true},
+		{"another group of our lock", `{"node":"a","lock":"/c/lock","group":"g2"}`, true, false},
+		{"ungrouped fleet of our lock", `{"node":"a","lock":"/c/lock","group":""}`, true, false},
+		{"another lock", `{"node":"a","lock":"/c/other","group":"g1"}`, true, false},
+		{"no group", `{"node":"a","lock":"/c/lock"}`, false, true},
+		{"no lock", `{"node":"a","group":"g1"}`, false, true},
+		{"empty lock", `{"node":"a","lock":"","group":"g1"}`, false, true},
+		{"empty object", `{}`, false, true},
+		{"null", `null`, false, true},
+		{"not JSON", `x`, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Parse(ns, ns+"rebooting/key-node", []byte(tc.value), 7, 9)
+			if p.Bound != tc.bound || p.Counts("/c/lock", "g1") != tc.counts {
+				t.Errorf("bound %v counts %v, want %v %v", p.Bound, p.Counts("/c/lock", "g1"), tc.bound, tc.counts)
+			}
+			if p.Node != "key-node" {
+				t.Errorf("node %q: the key names the node", p.Node)
+			}
+		})
+	}
+}
+
+// Seats, slots, records and the pause are read in one transaction: a
+// compaction racing with the count cannot fail it (it did when the slots
+// were read in a second request at the first one's revision).
+func TestCountUnderCompaction(t *testing.T) {
+	c := newClient(t)
+	ns := "/t/count-compaction/"
+	f := Fleet{Client: c, NS: ns, Lock: ns + "lock", Node: "a", BootID: "b1", MaxHolders: 1, TTL: time.Minute, RPCTimeout: 2 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r, err := c.Put(ctx, fmt.Sprintf("%srebooting/x%d", ns, i%5), `{}`)
+			if err == nil {
+				_, _ = c.Compact(ctx, r.Header.Revision)
+			}
+		}
+	}()
+	for i := range 300 {
+		if _, err := f.Count(ctx, ""); err != nil {
+			t.Errorf("count %d under compaction: %v", i, err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	_, _ = c.Delete(ctx, ns, clientv3.WithPrefix())
+}
