@@ -18,7 +18,10 @@
 // result is always the last line of stdout. If the lock is lost while COMMAND
 // runs (lease expired or revoked, entry deleted, etcd silent for two thirds of
 // the TTL), the process group gets SIGTERM, SIGKILL after --kill-grace, and
-// crd-lock exits 4.
+// crd-lock exits 4. Should crd-lock die (SIGKILL, OOM), a guardian process
+// that leads COMMAND's process group kills all of it at once, before the
+// lease can expire; what COMMAND leaves in its group when it exits is killed
+// before the lock is released.
 //
 // status prints the holders and the waiters in order; release revokes the
 // lease of a stuck holder (another node's only with --force). acquire is not
@@ -60,6 +63,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
@@ -89,6 +93,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// the JSON result the daemon reads, and stderr carries JSON log lines
 		// only, so no plain one-line message there.
 		return cli.Quiet(cluster.RunStep(ctx, rest, stdin, stdout, stderr))
+	case guardMode:
+		return groupguard.Serve(stdin, stdout, stderr)
 	case "acquire":
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock)")
 		return writeUsageError(stdout, sub, err)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
@@ -148,6 +150,14 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	res.FencingToken, res.LeaseID, res.AcquiredAt, res.LockWaitMS = held.FencingToken(), fmt.Sprintf("%x", int64(held.LeaseID())), ann.AcquiredAt, &wait
 	logger.Info("lock acquired", "key", key, "fencing_token", held.FencingToken(), "lease_id", res.LeaseID, "lock_wait_ms", wait)
 
+	// The guardian kills COMMAND's whole process group should crd-lock die
+	// (SIGKILL, OOM): the lease outlives crd-lock by at least 2/3 TTL, the
+	// guardian acts at once.
+	guard, err := groupguard.Start("/proc/self/exe", []string{tool, guardMode}, stderr)
+	if err != nil {
+		releaseAfterError(held, key, logger)
+		return finish(exitcode.Errorf(exitcode.Internal, "crd-lock: hold: COMMAND not run: %v", err))
+	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
@@ -157,11 +167,12 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		"CRD_LEASE_ID="+res.LeaseID,
 		"CRD_NODE="+cfg.NodeName,
 	)
-	// Its own process group, so the whole group can be signalled; SIGTERM to
-	// COMMAND should crd-lock itself die (the lock dies with it).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// The guardian's process group, so the whole group can be signalled.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}
 	started := time.Now()
 	status, lost, runErr := supervise(cmd, held, sigc, *grace, logger.Warn)
+	// Nothing COMMAND started in its group may run once the lock is free.
+	guard.Stop()
 	heldMS := time.Since(started).Milliseconds()
 	res.HeldMS = &heldMS
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -194,6 +205,9 @@ func supervise(cmd *exec.Cmd, held *lock.Held, sigc <-chan os.Signal, grace time
 		return 0, false, exitcode.Errorf(exitcode.Config, "crd-lock: hold: starting COMMAND %s: %v", cmd.Path, err)
 	}
 	pgid := cmd.Process.Pid
+	if a := cmd.SysProcAttr; a != nil && a.Pgid != 0 {
+		pgid = a.Pgid
+	}
 	waitc := make(chan error, 1)
 	go func() { waitc <- cmd.Wait() }()
 	lostc := held.Done()
@@ -227,4 +241,17 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// guardMode is the hidden subcommand that runs the guardian of COMMAND's
+// process group (lib/groupguard); crd-lock hold starts it, never a person.
+const guardMode = "__guard-group"
+
+// releaseAfterError gives the lock up when COMMAND could not be run.
+func releaseAfterError(held *lock.Held, key string, logger *slog.Logger) {
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := held.Release(rctx); err != nil {
+		logger.Warn("release failed; the lock frees itself when the lease expires", "key", key, "err", err)
+	}
 }
