@@ -31,7 +31,10 @@ type HoldResult struct {
 	AcquiredAt   *time.Time `json:"acquired_at,omitempty"`
 	LockWaitMS   *int64     `json:"lock_wait_ms,omitempty"`
 	HeldMS       *int64     `json:"held_ms,omitempty"`
-	Argv         []string   `json:"argv,omitempty"`
+	// KillGraceMS is the time COMMAND has between SIGTERM and SIGKILL after
+	// the lock is lost.
+	KillGraceMS *int64   `json:"kill_grace_ms,omitempty"`
+	Argv        []string `json:"argv,omitempty"`
 	// CommandExitStatus is COMMAND's exit status (128+N if killed by signal
 	// N); absent when COMMAND never ran.
 	CommandExitStatus *int `json:"command_exit_status,omitempty"`
@@ -68,7 +71,7 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	f.register(fs)
 	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
 	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")
-	grace := fs.Duration("kill-grace", 10*time.Second, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL")
+	grace := fs.Duration("kill-grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL: below a third of the TTL (default 10s, or a quarter of the TTL when that is less)")
 	res := &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}
 	format := report.JSON
 	finish := func(err error) error {
@@ -112,10 +115,12 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return finish(err)
 	}
-	if ttl := time.Duration(cfg.LockTTLSec) * time.Second; cli.IsSet(fs, "kill-grace") && *grace >= ttl/3 {
-		logger.Warn("--kill-grace is not below a third of the lock TTL: after a lost lock, COMMAND may still run when the next holder starts",
-			"kill_grace", *grace, "lock_ttl_sec", cfg.LockTTLSec)
+	*grace, err = killGrace(time.Duration(cfg.LockTTLSec)*time.Second, *grace, cli.IsSet(fs, "kill-grace"))
+	if err != nil {
+		return finish(err)
 	}
+	graceMS := grace.Milliseconds()
+	res.KillGraceMS = &graceMS
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: COMMAND %q: %v", argv[0], errors.Unwrap(err)))
@@ -254,4 +259,22 @@ func releaseAfterError(held *lock.Held, key string, logger *slog.Logger) {
 	if err := held.Release(rctx); err != nil {
 		logger.Warn("release failed; the lock frees itself when the lease expires", "key", key, "err", err)
 	}
+}
+
+// defaultKillGrace is --kill-grace when the TTL is long enough.
+const defaultKillGrace = 10 * time.Second
+
+// killGrace is the grace in effect. A holder gives up a lost lock at least
+// TTL/3 before the lease can expire, so COMMAND must be gone within TTL/3:
+// a grace given that is not below it is refused; the default is 10 s or a
+// quarter of the TTL, whichever is less (the rest of the third is margin for
+// the kill itself).
+func killGrace(ttl, given time.Duration, set bool) (time.Duration, error) {
+	if !set {
+		return min(defaultKillGrace, ttl/4), nil
+	}
+	if given >= ttl/3 {
+		return 0, exitcode.Errorf(exitcode.Config, "crd-lock: hold: --kill-grace %s is not below a third of the lock TTL %s: after a lost lock COMMAND could still run when the next holder starts; give less than %s, or a longer --ttl (lock_ttl_sec)", given, ttl, ttl/3)
+	}
+	return given, nil
 }
