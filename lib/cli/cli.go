@@ -80,7 +80,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 
 // refuseEmpty makes every flag of fs refuse an empty value while it is
 // parsed: `crd-lock hold --key "$UNSET"` must not take the default key, nor
-// `--holder ''` mean this node. The name of the flag given "" ends up in
+// `--holder ""` mean this node. The name of the flag given "" ends up in
 // the returned string. An empty CRD_* variable is no value at all (ff skips
 // it), as an unset one. restore undoes it.
 func refuseEmpty(fs *flag.FlagSet) *string {
