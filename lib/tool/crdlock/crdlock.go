@@ -5,6 +5,7 @@
 //	crd-lock hold [--key K] [--group G] [--max-holders N] [--ttl S] [--timeout D] [--purpose TEXT] [--kill-grace D] -- COMMAND [ARGS...]
 //	crd-lock status [--key K] [--group G]
 //	crd-lock release [--key K] [--group G] [--holder NODE] [--force]
+//	crd-lock release [--key K] [--group G] --leaseless --force
 //	crd-lock acquire   (not supported by design; see below)
 //
 // Description:
@@ -24,7 +25,9 @@
 // before the lock is released.
 //
 // status prints the holders and the waiters in order; release revokes the
-// lease of a stuck holder (another node's only with --force). acquire is not
+// lease of a stuck holder or evicts a waiter (another node's only with
+// --force; an evicted hold stops with exit 4), or deletes entries that have
+// no lease (--leaseless --force). acquire is not
 // offered: a lock that outlives the process that took it is the stuck lock
 // this tool exists to avoid; wrap the work with hold instead.
 //

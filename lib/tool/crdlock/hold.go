@@ -38,6 +38,9 @@ type HoldResult struct {
 	// CommandExitStatus is COMMAND's exit status (128+N if killed by signal
 	// N); absent when COMMAND never ran.
 	CommandExitStatus *int `json:"command_exit_status,omitempty"`
+	// Evicted is true when the entry was removed from the line while
+	// waiting (crd-lock release --force); COMMAND never ran.
+	Evicted bool `json:"evicted,omitempty"`
 	// LockLost is true when the lock was lost while COMMAND ran.
 	LockLost bool `json:"lock_lost,omitempty"`
 	// Released is true when the lease was revoked after COMMAND ended.
@@ -148,6 +151,7 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	held, err := lock.Acquire(actx, client, lockOptions(cfg, key, *purpose, logger))
 	cancel() // stop the interrupt watcher: from here on signals go to COMMAND
 	if err != nil {
+		res.Evicted = errors.Is(err, lock.ErrEvicted)
 		return finish(err)
 	}
 	ann := held.Annotation()
