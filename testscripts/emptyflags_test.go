@@ -13,7 +13,7 @@ import (
 // TestEveryFlagRefusesAnEmptyValue gives every flag of every tool and
 // subcommand, as its --help lists them, an empty value: each must be exit 2
 // naming the flag, never the default (`crd-lock hold --key "$UNSET"` took
-// the fleet's reboot lock; `release --holder ”` meant this node).
+// the fleet's reboot lock; `release --holder ""` meant this node).
 func TestEveryFlagRefusesAnEmptyValue(t *testing.T) {
 	subcommands := map[string][]string{
 		"crd-detect":     {""},
