@@ -59,12 +59,17 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	empty := refuseEmpty(fs)
 	err := ff.Parse(fs, args, ff.WithEnvVarPrefix(EnvPrefix))
+	restore(fs)
 	fs.SetOutput(out)
 	fs.Usage = usage(fs)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage()
 		return err
+	}
+	if err != nil && *empty != "" {
+		return exitcode.Errorf(exitcode.Config, "%s: --%s is empty: an empty value is an error, never the default (an unset shell variable?); leave the flag out to get its default (see %s --help)", fs.Name(), *empty, fs.Name())
 	}
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "error parsing commandline arguments: ")
@@ -72,6 +77,62 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// refuseEmpty makes every flag of fs refuse an empty value while it is
+// parsed: `crd-lock hold --key "$UNSET"` must not take the default key, nor
+// `--holder ""` mean this node. The name of the flag given "" ends up in
+// the returned string. An empty CRD_* variable is no value at all (ff skips
+// it), as an unset one. restore undoes it.
+func refuseEmpty(fs *flag.FlagSet) *string {
+	empty := new(string)
+	fs.VisitAll(func(f *flag.Flag) {
+		v := nonEmpty{Value: f.Value, name: f.Name, empty: empty}
+		if b, ok := f.Value.(boolFlag); ok && b.IsBoolFlag() {
+			f.Value = nonEmptyBool{v}
+		} else {
+			f.Value = v
+		}
+	})
+	return empty
+}
+
+// restore puts back the values refuseEmpty wrapped, so that the flag
+// package's help (which compares defaults with its Value type's zero value)
+// sees the original types.
+func restore(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		switch v := f.Value.(type) {
+		case nonEmpty:
+			f.Value = v.Value
+		case nonEmptyBool:
+			f.Value = v.Value
+		}
+	})
+}
+
+type boolFlag interface{ IsBoolFlag() bool }
+
+// nonEmpty is a flag.Value that refuses "".
+type nonEmpty struct {
+	flag.Value
+	name  string
+	empty *string
+}
+
+var errEmpty = errors.New("empty value")
+
+func (v nonEmpty) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		*v.empty = v.name
+		return errEmpty
+	}
+	return v.Value.Set(s)
+}
+
+// nonEmptyBool keeps a bool flag usable without a value (--force).
+type nonEmptyBool struct{ nonEmpty }
+
+func (v nonEmptyBool) IsBoolFlag() bool { return true }
 
 // valueHint says what a flag's value should look like when the flag
 // package's "parse error" does not: "invalid value "30" for flag -timeout:

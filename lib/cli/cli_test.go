@@ -212,3 +212,71 @@ func TestServiceStderr(t *testing.T) {
 		t.Errorf("error line under the journal %q, want <3>crd-x: bad", b.String())
 	}
 }
+
+func TestParseRefusesEmptyValues(t *testing.T) {
+	newSet := func() (*flag.FlagSet, *bool, *time.Duration, *string) {
+		fs, _, _ := newFS(io.Discard)
+		force := fs.Bool("force", false, "a switch")
+		wait := fs.Duration("wait", time.Second, "a duration")
+		var listed []string
+		fs.Func("item", "a `value` of a list", func(s string) error { listed = append(listed, s); return nil })
+		key := fs.String("key", "/default", "a `key`")
+		return fs, force, wait, key
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"a string flag", []string{"--key", ""}, "key"},
+		{"a string flag with =", []string{"--key="}, "key"},
+		{"blank is empty", []string{"--key", "  "}, "key"},
+		{"a common flag", []string{"--node", ""}, "node"},
+		{"the config file", []string{"--config="}, "config"},
+		{"a number", []string{"--count", ""}, "count"},
+		{"a duration", []string{"--wait="}, "wait"},
+		{"a bool with =", []string{"--force="}, "force"},
+		{"a Func flag", []string{"--item", ""}, "item"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, _, _, key := newSet()
+			err := Parse(fs, tc.args)
+			if exitcode.CodeOf(err) != exitcode.Config {
+				t.Fatalf("Parse(%q) = %v, want exit 2", tc.args, err)
+			}
+			if want := "crd-test: --" + tc.flag + " is empty: an empty value is an error, never the default"; err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("Parse(%q) = %v, want %q", tc.args, err, want)
+			}
+			if *key != "/default" {
+				t.Fatalf("--key became %q", *key)
+			}
+		})
+	}
+	t.Run("an empty CRD_ variable is no value", func(t *testing.T) {
+		t.Setenv("CRD_KEY", "")
+		fs, _, _, key := newSet()
+		if err := Parse(fs, nil); err != nil || *key != "/default" {
+			t.Fatalf("Parse = %v, key %q; want nil, /default", err, *key)
+		}
+	})
+	t.Run("values and bare switches still parse, and help keeps its defaults", func(t *testing.T) {
+		var out bytes.Buffer
+		fs, force, wait, key := newSet()
+		fs.SetOutput(&out)
+		if err := Parse(fs, []string{"--force", "--wait", "2s", "--key", "/k", "--item", "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if !*force || *wait != 2*time.Second || *key != "/k" {
+			t.Fatalf("force %v wait %s key %q", *force, *wait, *key)
+		}
+		if !IsSet(fs, "key") {
+			t.Fatal("IsSet(key) = false")
+		}
+		fs, _, _, _ = newSet()
+		fs.SetOutput(&out)
+		_ = Parse(fs, []string{"--help"})
+		if strings.Contains(out.String(), "(default false)") || !strings.Contains(out.String(), `(default "/default")`) {
+			t.Fatalf("help changed:\n%s", out.String())
+		}
+	})
+}

@@ -118,6 +118,11 @@ var (
 	errCompacted = errors.New("lock: watch revision compacted while waiting")
 	// errInLine: ctx ended while our entry was queued behind holders.
 	errInLine = errors.New("lock: still queued when the wait ended")
+	// ErrEvicted: our entry was deleted while we waited and our lease lives
+	// on, so it was not lost: someone removed us from the line (crd-lock
+	// release --force, etcdctl del). Not retried: queueing again would undo
+	// the operator's decision.
+	ErrEvicted = errors.New("evicted from the line while waiting")
 )
 
 func (o *Options) defaults() error {
@@ -301,7 +306,7 @@ func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session
 			o.OnQueued(len(ahead) + 1)
 			queued = true
 		}
-		if err := waitDelete(ctx, c, sess, o, ahead, rev); err != nil {
+		if err := waitDelete(ctx, c, sess, o, myKey, ahead, rev); err != nil {
 			if errors.Is(err, errCompacted) && ctx.Err() == nil {
 				// Our entry keeps its place: the next read finds it (or
 				// reports it gone) at a revision that is not compacted.
@@ -329,7 +334,7 @@ func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey str
 		return nil, 0, err
 	}
 	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
-		return nil, 0, errSessionLost
+		return nil, 0, entryGone(ctx, c, o, myKey)
 	}
 	var ahead []string
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
@@ -375,6 +380,22 @@ func entryMaxHolders(value []byte) int {
 	return a.MaxHolders
 }
 
+// entryGone tells an evicted waiter (entry deleted, lease alive) from one
+// whose lease expired or was revoked (start over).
+func entryGone(ctx context.Context, c *clientv3.Client, o *Options, myKey string) error {
+	id, err := ParseLeaseID(myKey[strings.LastIndex(myKey, "/")+1:])
+	if err != nil {
+		return errSessionLost
+	}
+	tctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
+	defer cancel()
+	ttl, err := c.TimeToLive(tctx, id)
+	if err != nil || ttl.TTL <= 0 {
+		return errSessionLost
+	}
+	return exitcode.New(exitcode.LockBusy, fmt.Errorf("lock: %s: entry %s %w (crd-lock release --force or etcdctl del); not queueing again", o.Key, myKey, ErrEvicted))
+}
+
 // IsEntry reports whether key is a direct entry of lockKey (not an entry of
 // a group lock nested below it).
 func IsEntry(lockKey, key string) bool {
@@ -385,7 +406,7 @@ func IsEntry(lockKey, key string) bool {
 // waitDelete waits for a deletion that may let us in: of the entry just
 // before ours (one holder), or of any entry under the key (N holders). It
 // also returns, without an error, after o.recheck (see Recheck).
-func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, ahead []string, rev int64) error {
+func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, myKey string, ahead []string, rev int64) error {
 	if o.beforeWatch != nil {
 		o.beforeWatch(ahead, rev)
 	}
@@ -393,13 +414,17 @@ func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Sessi
 	defer cancel()
 	recheck := time.NewTimer(o.recheck)
 	defer recheck.Stop()
-	var wch clientv3.WatchChan
+	var wch, own clientv3.WatchChan
 	if o.MaxHolders == 1 {
 		wch = c.Watch(wctx, ahead[len(ahead)-1], clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		// Our own entry's deletion (an eviction) is seen at once, too.
+		own = c.Watch(wctx, myKey, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 	} else {
 		wch = c.Watch(wctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 	}
 	for {
+		var wr clientv3.WatchResponse
+		var ok bool
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -407,20 +432,21 @@ func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Sessi
 			return errSessionLost
 		case <-recheck.C:
 			return nil
-		case wr, ok := <-wch:
-			if !ok {
-				return errWatchClosed
-			}
-			if wr.CompactRevision != 0 {
-				return errCompacted
-			}
-			if err := wr.Err(); err != nil {
-				return err
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					return nil
-				}
+		case wr, ok = <-own:
+		case wr, ok = <-wch:
+		}
+		if !ok {
+			return errWatchClosed
+		}
+		if wr.CompactRevision != 0 {
+			return errCompacted
+		}
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
 			}
 		}
 	}

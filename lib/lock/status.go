@@ -136,33 +136,69 @@ func (e Entry) Since(now time.Time) time.Duration {
 	return now.Sub(*e.AcquiredAt)
 }
 
-// Evict revokes the lease of every entry of key whose annotation names node,
-// holders and waiters alike, and returns them. Revoking the lease deletes the
-// entry and every other key the lease carries; a still-running holder notices
-// at once and stops. It is the runbook's answer to a lock that hangs.
+// Evict removes every entry of key whose annotation names node, holders and
+// waiters alike, and returns them. A holder's lease is revoked: that deletes
+// the entry and every other key the lease carries, and a still-running
+// holder notices at once and stops. A waiter's entry alone is deleted: its
+// lease lives on, which is how the waiter tells an eviction from a lost
+// lease; it stops with ErrEvicted instead of queueing again. An entry
+// without a lease is deleted. It is the runbook's answer to a lock that
+// hangs.
 func Evict(ctx context.Context, c *clientv3.Client, key, node string) ([]Entry, error) {
 	info, err := Entries(ctx, c, key)
 	if err != nil {
 		return nil, err
 	}
 	evicted := []Entry{}
-	for _, e := range append(info.Holders, info.Waiters...) {
+	for i, e := range append(info.Holders, info.Waiters...) {
 		if e.Node != node {
 			continue
 		}
-		id, err := ParseLeaseID(e.LeaseID)
-		if err != nil {
-			return evicted, exitcode.New(exitcode.Internal, err)
-		}
-		if id == 0 {
-			_, err = c.Delete(ctx, e.Entry)
-		} else {
-			_, err = c.Revoke(ctx, id)
-		}
-		if err != nil {
-			return evicted, exitcode.Errorf(exitcode.EtcdUnavailable, "lock: evicting %s (lease %s) at %s: %v", e.Entry, e.LeaseID, strings.Join(c.Endpoints(), ","), err)
+		if err := remove(ctx, c, e, i >= len(info.Holders)); err != nil {
+			return evicted, err
 		}
 		evicted = append(evicted, e)
 	}
 	return evicted, nil
+}
+
+// EvictLeaseless deletes every entry of key that has no lease. No process of
+// lib/lock or `etcdctl lock` writes one, nothing ever expires it, and it
+// blocks the line for ever (an `etcdctl put` by hand, a restored backup).
+func EvictLeaseless(ctx context.Context, c *clientv3.Client, key string) ([]Entry, error) {
+	info, err := Entries(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	evicted := []Entry{}
+	for _, e := range append(info.Holders, info.Waiters...) {
+		if e.LeaseID != "0" {
+			continue
+		}
+		if err := remove(ctx, c, e, false); err != nil {
+			return evicted, err
+		}
+		evicted = append(evicted, e)
+	}
+	return evicted, nil
+}
+
+// remove deletes one entry: by revoking its lease (a holder), or by deleting
+// the entry itself (a waiter, or an entry without a lease), only if it is
+// still the same entry (its create revision).
+func remove(ctx context.Context, c *clientv3.Client, e Entry, waiter bool) error {
+	id, err := ParseLeaseID(e.LeaseID)
+	if err != nil {
+		return exitcode.New(exitcode.Internal, err)
+	}
+	if id == 0 || waiter {
+		_, err = c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(e.Entry), "=", e.FencingToken)).
+			Then(clientv3.OpDelete(e.Entry)).Commit()
+	} else {
+		_, err = c.Revoke(ctx, id)
+	}
+	if err != nil {
+		return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: evicting %s (lease %s) at %s: %v", e.Entry, e.LeaseID, strings.Join(c.Endpoints(), ","), err)
+	}
+	return nil
 }

@@ -5,6 +5,8 @@
 //	crd-lock hold [--key K] [--group G] [--max-holders N] [--ttl S] [--timeout D] [--purpose TEXT] [--kill-grace D] -- COMMAND [ARGS...]
 //	crd-lock status [--key K] [--group G]
 //	crd-lock release [--key K] [--group G] [--holder NODE] [--force]
+//	crd-lock complete [--keep]
+//	crd-lock release [--key K] [--group G] --leaseless --force
 //	crd-lock acquire   (not supported by design; see below)
 //
 // Description:
@@ -18,10 +20,15 @@
 // result is always the last line of stdout. If the lock is lost while COMMAND
 // runs (lease expired or revoked, entry deleted, etcd silent for two thirds of
 // the TTL), the process group gets SIGTERM, SIGKILL after --kill-grace, and
-// crd-lock exits 4.
+// crd-lock exits 4. Should crd-lock die (SIGKILL, OOM), a guardian process
+// that leads COMMAND's process group kills all of it at once, before the
+// lease can expire; what COMMAND leaves in its group when it exits is killed
+// before the lock is released.
 //
 // status prints the holders and the waiters in order; release revokes the
-// lease of a stuck holder (another node's only with --force). acquire is not
+// lease of a stuck holder or evicts a waiter (another node's only with
+// --force; an evicted hold stops with exit 4), or deletes entries that have
+// no lease (--leaseless --force). acquire is not
 // offered: a lock that outlives the process that took it is the stuck lock
 // this tool exists to avoid; wrap the work with hold instead.
 //
@@ -58,6 +65,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
@@ -68,11 +76,11 @@ const tool = "crd-lock"
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		// One line on stderr, as for every usage error: it says what to do.
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status or release (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release or complete (see crd-lock SUBCOMMAND --help, man crd-lock)")
 		return writeUsageError(stdout, "", err)
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release|complete [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
 		return flag.ErrHelp
 	}
 	switch sub, rest := args[0], args[1:]; sub {
@@ -89,11 +97,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// the JSON result the daemon reads, and stderr carries JSON log lines
 		// only, so no plain one-line message there.
 		return cli.Quiet(cluster.RunStep(ctx, rest, stdin, stdout, stderr))
+	case guardMode:
+		return groupguard.Serve(stdin, stdout, stderr)
 	case "acquire":
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock)")
 		return writeUsageError(stdout, sub, err)
 	default:
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status or release", sub)
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status, release or complete", sub)
 		return writeUsageError(stdout, "", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -30,10 +32,16 @@ type HoldResult struct {
 	AcquiredAt   *time.Time `json:"acquired_at,omitempty"`
 	LockWaitMS   *int64     `json:"lock_wait_ms,omitempty"`
 	HeldMS       *int64     `json:"held_ms,omitempty"`
-	Argv         []string   `json:"argv,omitempty"`
+	// KillGraceMS is the time COMMAND has between SIGTERM and SIGKILL after
+	// the lock is lost.
+	KillGraceMS *int64   `json:"kill_grace_ms,omitempty"`
+	Argv        []string `json:"argv,omitempty"`
 	// CommandExitStatus is COMMAND's exit status (128+N if killed by signal
 	// N); absent when COMMAND never ran.
 	CommandExitStatus *int `json:"command_exit_status,omitempty"`
+	// Evicted is true when the entry was removed from the line while
+	// waiting (crd-lock release --force); COMMAND never ran.
+	Evicted bool `json:"evicted,omitempty"`
 	// LockLost is true when the lock was lost while COMMAND ran.
 	LockLost bool `json:"lock_lost,omitempty"`
 	// SlotKey is the reboot slot taken with --reboot-slot; SlotKept says it
@@ -72,7 +80,7 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
 	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")
 	withSlot := fs.Bool("reboot-slot", false, "take this node's reboot slot before COMMAND (waiting while max_holders nodes are down) and keep it after COMMAND succeeds, until `crd-lock complete` after the boot")
-	grace := fs.Duration("kill-grace", 10*time.Second, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL")
+	grace := fs.Duration("kill-grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL: below a third of the TTL (default 10s, or a quarter of the TTL when that is less)")
 	res := &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}
 	format := report.JSON
 	finish := func(err error) error {
@@ -119,10 +127,12 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return finish(err)
 	}
-	if ttl := time.Duration(cfg.LockTTLSec) * time.Second; cli.IsSet(fs, "kill-grace") && *grace >= ttl/3 {
-		logger.Warn("--kill-grace is not below a third of the lock TTL: after a lost lock, COMMAND may still run when the next holder starts",
-			"kill_grace", *grace, "lock_ttl_sec", cfg.LockTTLSec)
+	*grace, err = killGrace(time.Duration(cfg.LockTTLSec)*time.Second, *grace, cli.IsSet(fs, "kill-grace"))
+	if err != nil {
+		return finish(err)
 	}
+	graceMS := grace.Milliseconds()
+	res.KillGraceMS = &graceMS
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: COMMAND %q: %v", argv[0], errors.Unwrap(err)))
@@ -167,6 +177,7 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	cancel() // stop the interrupt watcher: from here on signals go to COMMAND
 	if err != nil {
+		res.Evicted = errors.Is(err, lock.ErrEvicted)
 		return finish(err)
 	}
 	ann := held.Annotation()
@@ -174,6 +185,17 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	res.FencingToken, res.LeaseID, res.AcquiredAt, res.LockWaitMS = held.FencingToken(), fmt.Sprintf("%x", int64(held.LeaseID())), ann.AcquiredAt, &wait
 	logger.Info("lock acquired", "key", key, "fencing_token", held.FencingToken(), "lease_id", res.LeaseID, "lock_wait_ms", wait)
 
+	// The guardian kills COMMAND's whole process group should crd-lock die
+	// (SIGKILL, OOM): the lease outlives crd-lock by at least 2/3 TTL, the
+	// guardian acts at once.
+	guard, err := groupguard.Start("/proc/self/exe", []string{tool, guardMode}, stderr)
+	if err != nil {
+		if rs != nil {
+			rs.free()
+		}
+		releaseAfterError(held, key, logger)
+		return finish(exitcode.Errorf(exitcode.Internal, "crd-lock: hold: COMMAND not run: %v", err))
+	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
@@ -186,11 +208,12 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if rs != nil {
 		cmd.Env = append(cmd.Env, "CRD_SLOT_KEY="+rs.held.Key)
 	}
-	// Its own process group, so the whole group can be signalled; SIGTERM to
-	// COMMAND should crd-lock itself die (the lock dies with it).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// The guardian's process group, so the whole group can be signalled.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}
 	started := time.Now()
 	status, lost, runErr := supervise(cmd, held, sigc, *grace, logger.Warn)
+	// Nothing COMMAND started in its group may run once the lock is free.
+	guard.Stop()
 	heldMS := time.Since(started).Milliseconds()
 	res.HeldMS = &heldMS
 	if rs != nil {
@@ -227,6 +250,9 @@ func supervise(cmd *exec.Cmd, held *lock.Held, sigc <-chan os.Signal, grace time
 		return 0, false, exitcode.Errorf(exitcode.Config, "crd-lock: hold: starting COMMAND %s: %v", cmd.Path, err)
 	}
 	pgid := cmd.Process.Pid
+	if a := cmd.SysProcAttr; a != nil && a.Pgid != 0 {
+		pgid = a.Pgid
+	}
 	waitc := make(chan error, 1)
 	go func() { waitc <- cmd.Wait() }()
 	lostc := held.Done()
@@ -260,4 +286,35 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// guardMode is the hidden subcommand that runs the guardian of COMMAND's
+// process group (lib/groupguard); crd-lock hold starts it, never a person.
+const guardMode = "__guard-group"
+
+// releaseAfterError gives the lock up when COMMAND could not be run.
+func releaseAfterError(held *lock.Held, key string, logger *slog.Logger) {
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := held.Release(rctx); err != nil {
+		logger.Warn("release failed; the lock frees itself when the lease expires", "key", key, "err", err)
+	}
+}
+
+// defaultKillGrace is --kill-grace when the TTL is long enough.
+const defaultKillGrace = 10 * time.Second
+
+// killGrace is the grace in effect. A holder gives up a lost lock at least
+// TTL/3 before the lease can expire, so COMMAND must be gone within TTL/3:
+// a grace given that is not below it is refused; the default is 10 s or a
+// quarter of the TTL, whichever is less (the rest of the third is margin for
+// the kill itself).
+func killGrace(ttl, given time.Duration, set bool) (time.Duration, error) {
+	if !set {
+		return min(defaultKillGrace, ttl/4), nil
+	}
+	if given >= ttl/3 {
+		return 0, exitcode.Errorf(exitcode.Config, "crd-lock: hold: --kill-grace %s is not below a third of the lock TTL %s: after a lost lock COMMAND could still run when the next holder starts; give less than %s, or a longer --ttl (lock_ttl_sec)", given, ttl, ttl/3)
+	}
+	return given, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -141,6 +142,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.register(fs)
 	holder := fs.String("holder", "", "`node` whose entries to release (default this node)")
 	force := fs.Bool("force", false, "release entries of another node (the runbook's \"lock hangs\" case)")
+	leaseless := fs.Bool("leaseless", false, "with --force: delete the entries that have no lease (they never expire and block the lock for ever), whoever wrote them")
 	res := &ReleaseResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "release"}, Released: []lock.Entry{}}
 	format := report.JSON
 	finish := func(err error) error {
@@ -165,6 +167,9 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err != nil {
 		return finish(err)
+	}
+	if *leaseless && (!*force || cli.IsSet(fs, "holder")) {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: release: --leaseless removes entries whoever wrote them: give it with --force and without --holder"))
 	}
 	logger, err := f.common.Logger(stderr, tool)
 	if err != nil {
@@ -195,6 +200,15 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		nothing()
 		return finish(nil)
+	}
+	if *leaseless {
+		res.Holder = ""
+		released, err := lock.EvictLeaseless(qctx, client, key)
+		res.Released = released
+		if err == nil && len(released) == 0 {
+			logger.Warn("no entry without a lease under the lock key: nothing to release", "key", key)
+		}
+		return finish(err)
 	}
 	released, err := lock.Evict(qctx, client, key, res.Holder)
 	res.Released = released

@@ -101,12 +101,18 @@ type specList []string
 
 func (l *specList) String() string { return strings.Join(*l, ", ") }
 
+// Set adds a window; "none" adds none, so that --allow none replaces the
+// configured windows with no window at all (an empty value is refused: it
+// is what an unset shell variable gives).
 func (l *specList) Set(s string) error {
-	if strings.TrimSpace(s) != "" {
+	if strings.TrimSpace(s) != "" && s != noWindow {
 		*l = append(*l, s)
 	}
 	return nil
 }
+
+// noWindow is the value of --allow and --deny that adds no window.
+const noWindow = "none"
 
 // Run is the entry point of crd-window; it evaluates at time.Now unless --at
 // is given.
@@ -122,8 +128,8 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) error {
 	c.Register(fs)
 	var o options
 	fs.StringVar(&o.at, "at", "", "evaluate at this `time` (RFC3339, e.g. 2026-12-01T22:30:00+01:00) instead of now")
-	fs.Var(&o.allow, "allow", "allow window `spec` (repeatable; replaces windows.allow; '' for none)")
-	fs.Var(&o.deny, "deny", "deny window `spec` (repeatable; replaces windows.deny; '' for none)")
+	fs.Var(&o.allow, "allow", "allow window `spec` (repeatable; replaces windows.allow; none for no window)")
+	fs.Var(&o.deny, "deny", "deny window `spec` (repeatable; replaces windows.deny; none for no window)")
 	fs.StringVar(&o.timezone, "timezone", "", "IANA time `zone` the windows are read in (replaces windows.timezone; Local is the host's)")
 
 	res := &Result{Header: report.Header{Tool: tool}, Allow: []string{}, Deny: []string{}}

@@ -126,7 +126,7 @@ func TestText(t *testing.T) {
 
 func TestSpecList(t *testing.T) {
 	var l specList
-	for _, v := range []string{"Tue 22:00-23:00", "  ", "", "* 23:00-06:00"} {
+	for _, v := range []string{"Tue 22:00-23:00", "none", "  ", "", "* 23:00-06:00"} {
 		if err := l.Set(v); err != nil {
 			t.Fatal(err)
 		}
