@@ -118,22 +118,29 @@ func ConnectOptions(ctx context.Context, o Options) (*clientv3.Client, error) {
 		}
 		cc.Username, cc.Password = o.Username, pw
 	}
+	// The caller's deadline (crd-lock hold --timeout) bounds the connection
+	// check too: it must not take etcd_dial_timeout_sec when less is left.
+	dial := o.DialTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < dial {
+		dial = max(time.Until(dl), 10*time.Millisecond)
+		cc.DialTimeout = dial
+	}
 	client, err := clientv3.New(cc)
 	if err != nil {
 		return nil, Unavailable(o.Endpoints, err)
 	}
-	vctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	vctx, cancel := context.WithTimeout(ctx, dial)
 	defer cancel()
 	// A count-only range over the namespace needs read permission on exactly
 	// what the product uses, so it checks reachability, TLS and auth at once.
 	_, err = client.Get(vctx, o.Namespace, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		client.Close()
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, exitcode.Errorf(exitcode.Interrupted, "etcd: interrupted while connecting to %s", strings.Join(o.Endpoints, ","))
 		}
-		if Classify(err) == ClassTimeout {
-			if cause := diagnose(o.Endpoints, tlsConf, o.DialTimeout); cause != nil {
+		if ctx.Err() == nil && Classify(err) == ClassTimeout {
+			if cause := diagnose(o.Endpoints, tlsConf, dial); cause != nil {
 				err = cause
 			}
 		}
@@ -267,6 +274,7 @@ type Class string
 // The failure classes.
 const (
 	ClassRefused     Class = "connection refused"
+	ClassUnresolved  Class = "name does not resolve"
 	ClassTimeout     Class = "timeout"
 	ClassTLS         Class = "TLS failure"
 	ClassAuth        Class = "authentication failed"
@@ -278,6 +286,8 @@ func (c Class) hint() string {
 	switch c {
 	case ClassRefused:
 		return "is etcd running there? check etcd_endpoints"
+	case ClassUnresolved:
+		return "check the host names in etcd_endpoints and this node's DNS (/etc/resolv.conf, /etc/hosts)"
 	case ClassTimeout:
 		return "check etcd_endpoints, the network and etcd_dial_timeout_sec"
 	case ClassTLS:
@@ -307,6 +317,9 @@ func Classify(err error) Class {
 		return ClassTLS
 	case strings.Contains(msg, "connection refused"):
 		return ClassRefused
+	case strings.Contains(msg, "no such host"), strings.Contains(msg, "produced zero addresses"),
+		strings.Contains(msg, "server misbehaving"), strings.Contains(msg, "temporary failure in name resolution"):
+		return ClassUnresolved
 	case strings.Contains(msg, "deadline exceeded"), strings.Contains(msg, "timeout"), strings.Contains(msg, "i/o timeout"):
 		return ClassTimeout
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +91,8 @@ func TestClassify(t *testing.T) {
 		{"tls: failed to verify certificate: x509: certificate signed by unknown authority", ClassTLS},
 		{`dial tcp 127.0.0.1:1: connect: connection refused`, ClassRefused},
 		{"context deadline exceeded", ClassTimeout},
+		{"http://etcd-x:2379: dial tcp: lookup etcd-x on 192.0.2.53:53: no such host", ClassUnresolved},
+		{"http://etcd-x:2379: dial tcp: lookup etcd-x: Temporary failure in name resolution", ClassUnresolved},
 		{"something else", ClassUnavailable},
 	} {
 		t.Run(string(tc.want), func(t *testing.T) {
@@ -113,6 +116,38 @@ func TestConnectPlain(t *testing.T) {
 			}
 			c.Close()
 		})
+	}
+}
+
+// The caller's deadline bounds the connection check (crd-lock hold
+// --timeout 3s must not take etcd_dial_timeout_sec): a peer that accepts
+// and never answers, a long dial timeout, a short deadline.
+func TestConnectHonoursTheCallersDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent: never a byte back
+		}
+	}()
+	cfg := cfgFor("http://" + ln.Addr().String())
+	cfg.EtcdDialTimeoutSec = 60
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	begin := time.Now()
+	_, err = Connect(ctx, cfg, "test.yaml")
+	if exitcode.CodeOf(err) != exitcode.EtcdUnavailable {
+		t.Fatalf("Connect = %v, want etcd_unavailable (7), not interrupted", err)
+	}
+	if d := time.Since(begin); d > 30*time.Second {
+		t.Errorf("Connect took %s with a 1 s deadline: the 60 s dial timeout was not capped", d)
 	}
 }
 

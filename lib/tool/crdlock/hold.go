@@ -147,16 +147,17 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		case <-actx.Done():
 		}
 	}()
-	client, err := f.connect(actx, cfg)
-	if err != nil {
-		return finish(err)
-	}
-	defer client.Close()
+	// --timeout bounds the whole wait: connecting, the line, the reboot slot.
 	if *timeout > 0 {
 		var tcancel context.CancelFunc
 		actx, tcancel = context.WithTimeout(actx, *timeout)
 		defer tcancel()
 	}
+	client, err := f.connect(actx, cfg)
+	if err != nil {
+		return finish(err)
+	}
+	defer client.Close()
 	if *withSlot && *purpose == "" {
 		*purpose = "reboot"
 		res.Purpose = *purpose
