@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	_ "github.com/clusterrebootd/clusterrebootd/lib/stackreserve" // before yaml.v3's init: see its doc
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdlock"
 )
 
