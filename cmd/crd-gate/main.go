@@ -2,10 +2,18 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdgate"
 )
 
-func main() { os.Exit(cli.Main("crd-gate", crdgate.Run, cli.SignalsAtStart)) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, "crd-gate", crdgate.Run)
+	stop()
+	os.Exit(code)
+}
