@@ -24,7 +24,7 @@ func TestGoDefaults(t *testing.T) {
 		{"an init function", func(p string) bool { return isGo(p) && !strings.HasSuffix(p, "_test.go") },
 			regexp.MustCompile(`(?m)^func init\(\)`)},
 		{"a GOEXPERIMENT setting", func(p string) bool { return p == "Makefile" || strings.HasSuffix(p, ".mk") },
-			regexp.MustCompile(`GOEXPERIMENT=`)},
+			regexp.MustCompile(`GOEXPERIMENT\s*[:?+]?=`)},
 	}
 	checked := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
