@@ -31,14 +31,9 @@ BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 GOARCH    ?= $(shell $(GO) env GOARCH)
 VPKG      := github.com/clusterrebootd/clusterrebootd/lib/version
 LDFLAGS   := -s -w -buildid= -X $(VPKG).Version=$(VERSION) -X $(VPKG).Commit=$(COMMIT) -X $(VPKG).BuildDate=$(BUILD_DATE)
+# Every binary is what `go build ./cmd/X` builds, with these flags and Go's
+# defaults: no GOEXPERIMENT, no //go:debug (docs/decisions.md).
 GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)'
-# The local tools start and exit within milliseconds, often: they are built
-# with Go's previous garbage collector, whose mark bits live apart from the
-# heap's spans, so a run touches about 25 fewer memory pages (~0.4 ms here; see
-# docs/performance.md). The daemon and crd-lock keep Go's default. Should a Go
-# release drop the experiment, go build says so and this line goes.
-LOCAL_TOOLS := crd-detect crd-window crd-gate crd-reboot
-goenv = $(if $(filter $(1),$(LOCAL_TOOLS)),GOEXPERIMENT=nogreenteagc )
 
 TEST_TARGETS := lint unit testscript
 
@@ -49,7 +44,7 @@ build: $(addprefix $(BIN)/,$(CMDS))
 
 $(BIN)/%: FORCE
 	@mkdir -p $(BIN)
-	$(call goenv,$*)$(GOBUILD) -o $@ ./cmd/$*
+	$(GOBUILD) -o $@ ./cmd/$*
 
 FORCE:
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # How the binaries on test were built (bin/ of this checkout, or the installed
-# ones with CLUSTERREBOOTD_BIN_DIR): the settings that make the local tools
-# start quickly (docs/performance.md) reach the binaries `make build` and the
-# packages ship, and only those.
+# ones with CLUSTERREBOOTD_BIN_DIR): every one is what `go build` builds, with
+# Go's defaults: no GOEXPERIMENT and no DefaultGODEBUG override (no //go:debug
+# line in a main package), so what `go test` tests is what ships
+# (docs/decisions.md). bats/package_build.bats checks the packages.
 
 load lib/common
 
@@ -15,21 +16,12 @@ settings() {
 	go version -m "$(command -v "$1")" | awk '$1 == "build" { print $2 }'
 }
 
-@test "the local tools are built for a quick start" {
+@test "every binary is built with Go's defaults" {
 	local t
-	for t in "${CRD_TOOLS[@]}"; do
+	for t in "${CRD_TOOLS[@]}" clusterrebootd crd-lock; do
 		run settings "$t"
 		assert_success
-		assert_line "GOEXPERIMENT=nogreenteagc"
-		assert_line "DefaultGODEBUG=containermaxprocs=0,decoratemappings=0,updatemaxprocs=0"
-	done
-}
-
-@test "the daemon and crd-lock keep Go's defaults" {
-	local t
-	for t in clusterrebootd crd-lock; do
-		run settings "$t"
-		assert_success
+		assert_line "CGO_ENABLED=0"
 		refute_line --partial "GOEXPERIMENT="
 		refute_line --partial "DefaultGODEBUG="
 	done

@@ -38,7 +38,7 @@ bench-smoke: build etcd bench-tools
 	$(CRDBENCH) run -quick $(BENCH_ARGS)
 	$(CRDBENCH) scale -quick $(BENCH_ARGS)
 
-# The start-to-exit figures of the tools alone (about 20 s): iterate on start-up.
+# The start-to-exit figures of the tools alone (about 20 s), for information.
 bench-tools-time: build etcd bench-tools
 	$(CRDBENCH) tools $(BENCH_ARGS)
 

@@ -52,7 +52,7 @@ e2e-testclock: $(addprefix $(TESTCLOCK_BIN)/,$(TESTCLOCK_CMDS))
 
 $(TESTCLOCK_BIN)/%: FORCE
 	@mkdir -p $(@D)
-	$(call goenv,$*)$(GOBUILD) -tags crdtestclock -o $@ ./cmd/$*
+	$(GOBUILD) -tags crdtestclock -o $@ ./cmd/$*
 
 demo: build etcd e2e-apt
 	@$(ROOT)/scripts/demo

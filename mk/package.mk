@@ -76,8 +76,8 @@ package-bin:
 	@for arch in $(PKG_ARCHES); do \
 	  mkdir -p $(PKG_BUILD)/$$arch/bin; \
 	  $(foreach cmd,$(CMDS),\
-	    echo "GOARCH=$$arch $(call goenv,$(cmd))go build -o build/$$arch/bin/$(cmd) ./cmd/$(cmd)"; \
-	    GOARCH=$$arch $(call goenv,$(cmd))$(GOBUILD) -o $(PKG_BUILD)/$$arch/bin/$(cmd) ./cmd/$(cmd);) \
+	    echo "GOARCH=$$arch go build -o build/$$arch/bin/$(cmd) ./cmd/$(cmd)"; \
+	    GOARCH=$$arch $(GOBUILD) -o $(PKG_BUILD)/$$arch/bin/$(cmd) ./cmd/$(cmd);) \
 	done
 
 ## Arch-independent files: man pages, docs, changelog, examples #############
@@ -193,7 +193,7 @@ attest: $(COSIGN)
 	@test -n "$(COSIGN_KEY)" || { echo "attest: set COSIGN_KEY=path/to/cosign.key"; exit 1; }
 	@for pkg in $(DIST)/*.deb $(DIST)/*.rpm; do \
 	  case "$$pkg" in *amd64*|*x86_64*) arch=amd64;; *) arch=arm64;; esac; \
-	  LOCAL_TOOLS="$(LOCAL_TOOLS)" $(ROOT)/packaging/provenance "$$pkg" $(COMMIT) $(SOURCE_DATE_EPOCH) > "$$pkg.provenance.json"; \
+	  $(ROOT)/packaging/provenance "$$pkg" $(COMMIT) $(SOURCE_DATE_EPOCH) > "$$pkg.provenance.json"; \
 	  $(COSIGN) attest-blob --yes --key $(COSIGN_KEY) --tlog-upload=false --new-bundle-format \
 	    --type cyclonedx --predicate $(DIST)/clusterrebootd_$(VERSION)_$$arch.cdx.json \
 	    --bundle "$$pkg.sbom.sigstore.json" "$$pkg" >/dev/null; \

@@ -4,10 +4,13 @@
 package testscripts
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -21,23 +24,26 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdwindow"
 )
 
-// tools are registered exactly as cmd/<tool>/main.go runs them (cli.Main).
-var tools = map[string]struct {
-	run     cli.RunFunc
-	signals cli.Signals
-}{
-	"crd-detect":     {crddetect.Run, cli.SignalsLazy},
-	"crd-window":     {crdwindow.Run, cli.SignalsLazy},
-	"crd-gate":       {crdgate.Run, cli.SignalsAtStart},
-	"crd-reboot":     {crdreboot.Run, cli.SignalsAtStart},
-	"crd-lock":       {crdlock.Run, cli.SignalsAtStart},
-	"clusterrebootd": {clusterrebootd.Run, cli.SignalsAtStart},
+// tools are registered as cmd/<tool>/main.go runs them: cli.Main under a
+// context that SIGINT and SIGTERM cancel.
+var tools = map[string]cli.RunFunc{
+	"crd-detect":     crddetect.Run,
+	"crd-window":     crdwindow.Run,
+	"crd-gate":       crdgate.Run,
+	"crd-reboot":     crdreboot.Run,
+	"crd-lock":       crdlock.Run,
+	"clusterrebootd": clusterrebootd.Run,
 }
 
 func TestMain(m *testing.M) {
 	cmds := map[string]func(){}
-	for name, t := range tools {
-		cmds[name] = func() { os.Exit(cli.Main(name, t.run, t.signals)) }
+	for name, run := range tools {
+		cmds[name] = func() {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := cli.Main(ctx, name, run)
+			stop()
+			os.Exit(code)
+		}
 	}
 	testscript.Main(m, cmds)
 }

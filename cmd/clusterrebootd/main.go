@@ -2,10 +2,18 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/clusterrebootd"
 )
 
-func main() { os.Exit(cli.MainService("clusterrebootd", clusterrebootd.Run, cli.SignalsAtStart)) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.MainService(ctx, "clusterrebootd", clusterrebootd.Run)
+	stop()
+	os.Exit(code)
+}

@@ -2,19 +2,25 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	_ "github.com/clusterrebootd/clusterrebootd/lib/stackreserve" // before yaml.v3's init: see its doc
 	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdlock"
 )
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// `crd-lock step` runs under the daemon and shares its stderr, the
 	// journal; other commands keep the plain stream (hold hands it to its
 	// command).
+	run := cli.Main
 	if len(os.Args) > 1 && os.Args[1] == "step" {
-		os.Exit(cli.MainService("crd-lock", crdlock.Run, cli.SignalsAtStart))
+		run = cli.MainService
 	}
-	os.Exit(cli.Main("crd-lock", crdlock.Run, cli.SignalsAtStart))
+	code := run(ctx, "crd-lock", crdlock.Run)
+	stop()
+	os.Exit(code)
 }

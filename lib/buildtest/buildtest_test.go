@@ -1,25 +1,66 @@
 package buildtest
 
 import (
+	"io/fs"
 	"os"
-	"slices"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
 
-// The Makefile and Build must build the same commands with the experiment.
-func TestMakefileAgrees(t *testing.T) {
-	b, err := os.ReadFile("../../Makefile")
+// What ships is what `go build` builds and `go test` tests: no //go:debug
+// line in the product's Go files, no GOEXPERIMENT in the Makefile's rules,
+// and no init() whose effect depends on the order of import paths
+// (docs/decisions.md). bats/build.bats checks the built binaries.
+func TestGoDefaults(t *testing.T) {
+	root := "../.."
+	rules := []struct {
+		name    string
+		applies func(path string) bool
+		bad     *regexp.Regexp
+	}{
+		{"a //go:debug directive", isGo, regexp.MustCompile(`(?m)^//go:debug `)},
+		{"an init function", func(p string) bool { return isGo(p) && !strings.HasSuffix(p, "_test.go") },
+			regexp.MustCompile(`(?m)^func init\(\)`)},
+		{"a GOEXPERIMENT setting", func(p string) bool { return p == "Makefile" || strings.HasSuffix(p, ".mk") },
+			regexp.MustCompile(`GOEXPERIMENT\s*[:?+]?=`)},
+	}
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			// Build outputs and the pinned tool modules are not the product.
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "build" || rel == "dist" || rel == "tools" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		for _, r := range rules {
+			if !r.applies(rel) {
+				continue
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			checked++
+			if loc := r.bad.FindIndex(b); loc != nil {
+				line := 1 + strings.Count(string(b[:loc[0]]), "\n")
+				t.Errorf("%s:%d: %s; the product builds with Go's defaults (docs/decisions.md)", rel, line, r.name)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "LOCAL_TOOLS := "); ok {
-			if got := strings.Fields(v); !slices.Equal(got, LocalTools) {
-				t.Fatalf("Makefile's LOCAL_TOOLS is %v, buildtest.LocalTools %v: make them the same", got, LocalTools)
-			}
-			return
-		}
+	if checked < 100 {
+		t.Fatalf("checked only %d files: is %s the top of the tree?", checked, root)
 	}
-	t.Fatal("no 'LOCAL_TOOLS := ' line in the Makefile")
 }
+
+func isGo(path string) bool { return strings.HasSuffix(path, ".go") }

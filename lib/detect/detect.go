@@ -24,7 +24,6 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
-	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
 
 // DefaultTimeout bounds a command detector whose timeout_sec is 0.
@@ -291,17 +290,3 @@ func oneLine(s string, max int) string {
 }
 
 func since(start time.Time) int64 { return time.Since(start).Milliseconds() }
-
-// AppendJSON writes r as json.Marshal would, without its reflection (for
-// crd-detect's output, report.Appender).
-func (r *Result) AppendJSON(b []byte) []byte {
-	o := report.Begin(b)
-	o.String("name", r.Name)
-	o.String("type", r.Type)
-	o.Bool("required", r.Required)
-	o.StringOmit("detail", r.Detail)
-	o.StringsOmit("packages", r.Packages)
-	o.StringOmit("error", r.Err)
-	o.Int("duration_ms", r.DurationMS)
-	return o.End()
-}

@@ -15,8 +15,6 @@ import (
 
 // KernelRelease returns the running kernel's release, as `uname -r` prints it.
 func KernelRelease() (string, error) {
-	// syscall rather than golang.org/x/sys/unix: crd-detect links no x/sys,
-	// whose initialisation is a share of its start-up (docs/performance.md).
 	var u syscall.Utsname
 	if err := syscall.Uname(&u); err != nil {
 		return "", fmt.Errorf("uname: %w", err)

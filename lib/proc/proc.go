@@ -89,16 +89,6 @@ type Runner interface {
 	Run(ctx context.Context, spec Spec) Result
 }
 
-type startHookKey struct{}
-
-// WithStartHook returns a context under which Exec calls hook just before it
-// starts each command. A short-lived tool uses it to install its signal
-// handlers only once it has a process group to clean up (lib/cli
-// LazySignalContext); hook must be cheap and safe to call more than once.
-func WithStartHook(ctx context.Context, hook func()) context.Context {
-	return context.WithValue(ctx, startHookKey{}, hook)
-}
-
 // Exec runs commands for real.
 type Exec struct{}
 
@@ -148,9 +138,6 @@ func (Exec) Run(ctx context.Context, spec Spec) Result {
 	// straggler in the group still holds.
 	cmd.WaitDelay = grace
 
-	if hook, ok := ctx.Value(startHookKey{}).(func()); ok {
-		hook()
-	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		res.StartErr = explainStart(path, err)

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
@@ -84,17 +84,11 @@ func Write(w io.Writer, f Format, v any) error {
 			return t.Text(textWriter{w})
 		}
 	}
-	var b []byte
-	if a, ok := v.(Appender); ok {
-		b = a.AppendJSON(make([]byte, 0, 512))
-	} else {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			return exitcode.Errorf(exitcode.Internal, "report: encode result: %w", err)
-		}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return exitcode.Errorf(exitcode.Internal, "report: encode result: %w", err)
 	}
-	b = append(b, '\n')
-	_, err := w.Write(b)
+	_, err = w.Write(append(b, '\n'))
 	return err
 }
 
@@ -104,12 +98,9 @@ func IsTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	// TCGETS succeeds only on a terminal (isatty(3)). syscall rather than
-	// golang.org/x/sys/unix, which crd-detect and crd-window would link for
-	// this call alone.
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
+	// TCGETS succeeds only on a terminal (isatty(3)).
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // Line writes one "key: value" line for text renderings, aligned. A

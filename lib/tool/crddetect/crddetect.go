@@ -182,16 +182,3 @@ func finish(stdout io.Writer, format report.Format, res *Result, err error, star
 		return err
 	}
 }
-
-// AppendJSON writes r as json.Marshal would, without its reflection
-// (report.Appender; TestResultJSON compares the two).
-func (r *Result) AppendJSON(b []byte) []byte {
-	o := report.Begin(b)
-	r.Header.AppendFields(&o)
-	o.Bool("reboot_required", r.RebootRequired)
-	o.Raw("detectors", func(b []byte) []byte {
-		return report.AppendSlice(b, r.Detectors, func(b []byte, d detect.Result) []byte { return d.AppendJSON(b) })
-	})
-	o.Int("duration_ms", r.DurationMS)
-	return o.End()
-}

@@ -255,20 +255,3 @@ func rfc3339(t time.Time) string {
 	}
 	return t.Format(time.RFC3339)
 }
-
-// AppendJSON writes r as json.Marshal would, without its reflection
-// (report.Appender; TestResultJSON compares the two).
-func (r *Result) AppendJSON(b []byte) []byte {
-	o := report.Begin(b)
-	r.Header.AppendFields(&o)
-	o.Bool("open", r.Open)
-	o.String("reason", r.Reason)
-	o.StringOmit("window", r.Window)
-	o.String("timezone", r.Timezone)
-	o.String("at", r.At)
-	o.StringOmit("next_open", r.NextOpen)
-	o.StringOmit("next_close", r.NextClose)
-	o.Strings("allow", r.Allow)
-	o.Strings("deny", r.Deny)
-	return o.End()
-}
