@@ -20,7 +20,7 @@ func TestEveryFlagRefusesAnEmptyValue(t *testing.T) {
 		"crd-window":     {""},
 		"crd-gate":       {""},
 		"crd-reboot":     {""},
-		"crd-lock":       {"hold", "status", "release"},
+		"crd-lock":       {"hold", "status", "release", "complete"},
 		"clusterrebootd": {"run", "simulate", "status", "validate-config", "version", "pause", "resume"},
 	}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
@@ -31,7 +31,7 @@ func TestEveryFlagRefusesAnEmptyValue(t *testing.T) {
 				prefix = []string{sub}
 			}
 			var help bytes.Buffer
-			_ = tools[name].run(context.Background(), append(prefix, "--help"), nil, new(bytes.Buffer), &help)
+			_ = tools[name](context.Background(), append(prefix, "--help"), nil, new(bytes.Buffer), &help)
 			flags := flagLine.FindAllStringSubmatch(help.String(), -1)
 			if len(flags) < 5 {
 				t.Fatalf("%s %s --help lists %d flags, want at least the common ones:\n%s", name, sub, len(flags), help.String())
@@ -44,7 +44,7 @@ func TestEveryFlagRefusesAnEmptyValue(t *testing.T) {
 						args = append(args, "--", "true")
 					}
 					var stdout, stderr bytes.Buffer
-					err := tools[name].run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+					err := tools[name](context.Background(), args, strings.NewReader(""), &stdout, &stderr)
 					if got := exitcode.CodeOf(err); got != exitcode.Config {
 						t.Fatalf("%s %q: exit %d (%v), want 2", name, args, got, err)
 					}
