@@ -97,6 +97,12 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	o.OnRetry = func(attempt int, err error, wait time.Duration) {
 		log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", driver.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
 	}
+	o.OnRequeued = func(attempt int, err error, wait time.Duration) {
+		// etcd did not fail: this process was frozen (or its entry evicted)
+		// for longer than the lease, and the line went on without it.
+		log.Warn("our place in line for the lock expired (lease gone or entry deleted); queuing again", "event", "lock_requeued",
+			"reason", driver.ReasonLockBusy, "lock_key", s.lockKey(), "lock_ttl_sec", s.cfg.LockTTLSec, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
+	}
 	o.OnQueued = func(position int) {
 		log.Info("waiting for the lock", "event", "lock_waiting", "reason", driver.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
 	}
