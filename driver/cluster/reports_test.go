@@ -2,9 +2,14 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -60,5 +65,76 @@ func TestCycleRequeuedWhenWaiterLeaseLost(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the requeued cycle did not get the free lock")
+	}
+}
+
+// SIGTERM (what the daemon sends when a local condition turns false) under
+// the lock: the result says what was running then, and so does the detail.
+func TestCycleStoppedSaysWhatRan(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(t *testing.T, n *node, c *clientv3.Client, ns string) (started string)
+		want   driver.StopPoint
+		detail string
+	}{
+		{"waiting for a slot, no hooks", func(t *testing.T, n *node, c *clientv3.Client, ns string) string {
+			nodeBRebooting(t, c, ns)
+			return ""
+		}, driver.StopPoint{Running: driver.RunningSlotWait}, "while waiting for a reboot slot (nothing was running)"},
+		{"the under-lock health script", func(t *testing.T, n *node, _ *clientv3.Client, _ string) string {
+			started := filepath.Join(n.dir, "health-started")
+			script(t, n.health, `[ "$CRD_PHASE" = under-lock ] && touch `+started+`; sleep 20`)
+			return started
+		}, driver.StopPoint{Running: driver.RunningHealthScript}, "while the under-lock health script ran (it got SIGTERM)"},
+		{"the second pre-reboot hook", func(t *testing.T, n *node, _ *clientv3.Client, _ string) string {
+			started := filepath.Join(n.dir, "hook-started")
+			script(t, filepath.Join(n.dir, "hook.sh"), `touch `+started+`; sleep 20`)
+			n.cfg["pre_reboot_hooks"] = []map[string]any{
+				{"name": "cordon", "cmd": []string{"/bin/true"}},
+				{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30},
+			}
+			return started
+		}, driver.StopPoint{Running: driver.RunningHook, Hook: "drain", HookIndex: 2, HooksDone: 1},
+			"while pre-reboot hook 2 (drain) ran (it got SIGTERM; nothing undoes what it did); 1 pre-reboot hook(s) had completed before"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := nsName(t)
+			c := newClient(t, embedded.Endpoint)
+			n := newNode(t, embedded.Endpoint, ns, "node-a")
+			started := tc.setup(t, n, c, ns)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stderr syncBuffer
+			done := make(chan outcome, 1)
+			go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
+			eventually(t, 10*time.Second, "the cycle gets to the point", func() bool {
+				if started == "" {
+					return strings.Contains(stderr.String(), "slot_waiting")
+				}
+				_, err := os.Stat(started)
+				return err == nil
+			})
+			cancel() // what SIGTERM does through signal.NotifyContext
+			var o outcome
+			select {
+			case o = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the cycle did not stop")
+			}
+			if o.code != exitcode.Interrupted || o.str("reason") != driver.ReasonInterrupted {
+				t.Fatalf("cycle = %d %s, want 130 interrupted\n%s", o.code, o.stdout, o.stderr)
+			}
+			var res driver.CycleResult
+			if err := json.Unmarshal([]byte(o.stdout), &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Stopped == nil || *res.Stopped != tc.want {
+				t.Errorf("stopped = %+v, want %+v\n%s", res.Stopped, tc.want, o.stdout)
+			}
+			if !strings.Contains(res.Detail, "under the lock "+tc.detail) {
+				t.Errorf("detail %q, want it to say %q", res.Detail, tc.detail)
+			}
+			assertNothingLeft(t, c, ns, n)
+		})
 	}
 }
