@@ -14,6 +14,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // The tests of this file check that what a cycle reports is what happened.
@@ -136,5 +137,68 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 			}
 			assertNothingLeft(t, c, ns, n)
 		})
+	}
+}
+
+// The slot's lease runs out behind the node's back while a hook runs (here
+// revoked, as its expiry after a freeze would), then the hook fails: freeing
+// the slot finds no lease, and the log says the slot had already expired,
+// not that it "cannot be freed".
+func TestCycleFreeingAnExpiredSlotSaysSo(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	ready, cont := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
+	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+cont+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; echo drain refused >&2; exit 1`)
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
+	var stderr syncBuffer
+	done := make(chan outcome, 1)
+	go func() { done <- n.step(context.Background(), []string{"cycle"}, nil, &stderr) }()
+	eventually(t, 10*time.Second, "the hook runs", func() bool { _, err := os.Stat(ready); return err == nil })
+	_, lease := slotOf(t, c, ns, "node-a")
+	if lease == 0 {
+		t.Fatal("no slot while the hook runs")
+	}
+	if _, err := c.Revoke(context.Background(), clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, cont, "")
+	o := <-done
+	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonHook || !strings.Contains(o.str("detail"), "pre-reboot hook drain exited 1: drain refused") {
+		t.Fatalf("cycle = %d %s: %s, want 9 hook\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
+	}
+	if !strings.Contains(o.stderr, `"msg":"the reboot slot had already expired"`) || !strings.Contains(o.stderr, `"event":"slot_expired"`) {
+		t.Errorf("no slot_expired line:\n%s", o.stderr)
+	}
+	if strings.Contains(o.stderr, "slot_free_failed") || strings.Contains(o.stderr, "cannot free the reboot slot") {
+		t.Errorf("an expired slot reported as one that cannot be freed:\n%s", o.stderr)
+	}
+	assertNothingLeft(t, c, ns, n)
+}
+
+// A node back from its reboot after its slot expired (down for longer than
+// reboot_slot_ttl_sec): complete says the slot had already expired.
+func TestCompleteAfterTheSlotExpiredSaysSo(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	n.boot = "boot-1"
+	if o := n.run("cycle"); o.code != exitcode.OK {
+		t.Fatalf("cycle = %d\n%s", o.code, o.stderr)
+	}
+	_, lease := slotOf(t, c, ns, "node-a")
+	if _, err := c.Revoke(context.Background(), clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	n.boot = "boot-2" // the reboot
+	o := n.run("complete")
+	if o.code != exitcode.OK || o.json["freed"] != false {
+		t.Fatalf("complete = %d %s, want exit 0, freed false", o.code, o.stdout)
+	}
+	if !strings.Contains(o.stderr, `"msg":"the reboot slot had already expired"`) || !strings.Contains(o.stderr, `"event":"slot_expired"`) {
+		t.Errorf("no slot_expired line:\n%s", o.stderr)
+	}
+	if _, err := os.Stat(slot.ClaimPath(filepath.Join(n.dir, "state"))); err == nil {
+		t.Error("the claim of the expired slot is still in state_dir")
 	}
 }
