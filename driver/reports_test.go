@@ -1,7 +1,10 @@
 package driver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +49,36 @@ func TestStoppedUnderTheLockSaysWhatRan(t *testing.T) {
 				t.Errorf("got %s:\n%s\nwant\n%s", out.Reason, out.Detail, tt.detail+`inside deny window "* 00:00-24:00"`)
 			}
 		})
+	}
+}
+
+// reboot_completed's duration_ms is exact: the marker's requested_at keeps
+// its fractions of a second (lib/reboot), and the daemon subtracts it from
+// its clock as it is.
+func TestRebootCompletedDurationIsExact(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	requested := testNow.Add(-2140*time.Millisecond - 400*time.Microsecond) // 02:58:57.8596
+	w.now = testNow
+	writeMarker(t, w, "boot-1", requested)
+	w.detect.required = false
+	w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+	var logs bytes.Buffer
+	d := newDriver(t, w, cfg, &logs)
+	d.RunOnce(context.Background(), Mode{})
+	var got *float64
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["event"] == "reboot_completed" {
+			ms, _ := rec["duration_ms"].(float64)
+			got = &ms
+		}
+	}
+	if got == nil {
+		t.Fatalf("no reboot_completed line:\n%s", logs.String())
+	}
+	if *got != 2140 {
+		t.Fatalf("reboot_completed duration_ms = %v, want 2140 (requested at %s, completed at %s)\n%s",
+			*got, requested.Format(time.RFC3339Nano), testNow.Format(time.RFC3339Nano), logs.String())
 	}
 }
