@@ -282,7 +282,8 @@ const (
 	RunningHealthScript = "health_script"
 	// RunningHook: pre-reboot hook StopPoint.Hook (number HookIndex).
 	RunningHook = "hook"
-	// RunningRebootCommand: reboot_command had started.
+	// RunningRebootCommand: reboot_command had started (it is not stopped:
+	// the child reports it only when the command then failed).
 	RunningRebootCommand = "reboot_command"
 )
 
@@ -314,7 +315,7 @@ func (p StopPoint) Describe() string {
 	case RunningHook:
 		s = fmt.Sprintf("while pre-reboot hook %d (%s) ran (it got SIGTERM; nothing undoes what it did)", p.HookIndex, p.Hook)
 	case RunningRebootCommand:
-		return "while the reboot command ran (it got SIGTERM; the shutdown it asked for may still come, so the reboot slot is kept)"
+		return "while the reboot command ran (a started reboot command is not stopped; it failed, and the reboot slot is kept: the shutdown it asked for may still come)"
 	default:
 		s = fmt.Sprintf("while %q ran", p.Running)
 	}

@@ -29,7 +29,7 @@ func TestStoppedUnderTheLockSaysWhatRan(t *testing.T) {
 		{"after the hooks", `{"running":"nothing","hooks_done":2}`,
 			"stopped under the lock with nothing running, before the reboot command; 2 pre-reboot hook(s) had completed before (nothing undoes them): the window closed: "},
 		{"the reboot command", `{"running":"reboot_command","hooks_done":1}`,
-			"stopped under the lock while the reboot command ran (it got SIGTERM; the shutdown it asked for may still come, so the reboot slot is kept): the window closed: "},
+			"stopped under the lock while the reboot command ran (a started reboot command is not stopped; it failed, and the reboot slot is kept: the shutdown it asked for may still come): the window closed: "},
 		{"a child that does not say", ``,
 			"stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; nothing undoes it): the window closed: "},
 	} {
