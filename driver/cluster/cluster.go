@@ -301,7 +301,7 @@ func (s *session) fresh() (context.Context, context.CancelFunc) {
 func secs(n int) time.Duration { return time.Duration(n) * time.Second }
 
 // ids are this boot's and this machine's ids (lib/reboot, under root).
-func (w world) ids() (bootID string, bootErr error, machineID string) {
+func (w world) ids() (bootID, machineID string, bootErr error) {
 	if w.bootID != nil {
 		bootID, bootErr = w.bootID()
 	} else {
@@ -312,5 +312,5 @@ func (w world) ids() (bootID string, bootErr error, machineID string) {
 	} else {
 		machineID = reboot.MachineID(w.root)
 	}
-	return bootID, bootErr, machineID
+	return bootID, machineID, bootErr
 }

@@ -97,7 +97,7 @@ func (c *cycleRun) doing(running string) {
 func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResult) error {
 	res.Attempt = a.Attempt
 	log := s.log.With("attempt", a.Attempt)
-	bootID, err, machineID := s.w.ids()
+	bootID, machineID, err := s.w.ids()
 	if err != nil {
 		log.Warn("boot id unreadable; the lock annotation goes without it (no reboot slot can be taken)", "error", err.Error())
 	}

@@ -39,7 +39,7 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	if a.LastCheck.IsZero() {
 		a.LastCheck = s.w.now()
 	}
-	bootID, _, machineID := s.w.ids()
+	bootID, machineID, _ := s.w.ids()
 	rec := policy.NodeRecord{
 		Node: s.cfg.NodeName, State: a.State, Reason: oneLine(a.Detail, 200), RebootRequired: a.RebootRequired,
 		LastCheck: a.LastCheck.UTC(), Group: s.cfg.Group, Version: version.Get().Version,
@@ -168,7 +168,7 @@ func writeFileAtomic(path string, data []byte) error {
 // by a version that recorded no claim is freed only if its value names the
 // boot the marker was written in.
 func (s *session) complete(ctx context.Context, res *driver.CompleteResult) error {
-	boot, err, _ := s.w.ids()
+	boot, _, err := s.w.ids()
 	if err != nil {
 		return exitcode.Errorf(exitcode.RebootFailed, "%v; cannot tell whether this node rebooted, so its reboot slot is left to expire", err)
 	}
