@@ -82,9 +82,12 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 	switch {
 	case reason != "":
 		phase := "stopped waiting for the lock: "
-		if err == nil && res.FencingToken != 0 {
-			// The child held the lock: it had passed the checks under it and
-			// may have been running pre-reboot hooks (docs/daemon.md).
+		switch {
+		case err == nil && res.Stopped != nil:
+			phase = "stopped under the lock " + res.Stopped.Describe() + ": "
+		case err == nil && res.FencingToken != 0:
+			// The child held the lock but did not say what it ran (a child
+			// of another version): it may have been running a hook.
 			phase = "stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; nothing undoes it): "
 		}
 		out.block(5, "cluster", reason, phase+detail)

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"flag"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -262,6 +263,66 @@ type CycleResult struct {
 	FencingToken int64 `json:"fencing_token,omitempty"`
 	// View is the cluster view read under the lock, when one was.
 	View *policy.View `json:"view,omitempty"`
+	// Stopped says, when SIGTERM stopped the child under the lock, what it
+	// was running at that moment (nil otherwise).
+	Stopped *StopPoint `json:"stopped,omitempty"`
+}
+
+// What a cycle child was running under the lock when it was stopped
+// (StopPoint.Running).
+const (
+	// RunningNothing: between steps (the checks, the slot transaction, the
+	// pause key): no process of the node's was running.
+	RunningNothing = "nothing"
+	// RunningSlotWait: keeping its seat, waiting for another node's slot.
+	RunningSlotWait = "slot_wait"
+	// RunningDetectors: asking the detectors again (debounce).
+	RunningDetectors = "detectors"
+	// RunningHealthScript: the health script in phase under-lock.
+	RunningHealthScript = "health_script"
+	// RunningHook: pre-reboot hook StopPoint.Hook (number HookIndex).
+	RunningHook = "hook"
+	// RunningRebootCommand: reboot_command had started (it is not stopped:
+	// the child reports it only when the command then failed).
+	RunningRebootCommand = "reboot_command"
+)
+
+// StopPoint is where a cycle child holding the lock was when SIGTERM came.
+type StopPoint struct {
+	// Running is one of the Running* values.
+	Running string `json:"running"`
+	// Hook names the pre-reboot hook that ran (Running hook), HookIndex is
+	// its place in pre_reboot_hooks, from 1.
+	Hook      string `json:"hook,omitempty"`
+	HookIndex int    `json:"hook_index,omitempty"`
+	// HooksDone counts the pre-reboot hooks that had completed before.
+	HooksDone int `json:"hooks_done"`
+}
+
+// Describe says in words what was stopped, for the child's detail and the
+// daemon's log line.
+func (p StopPoint) Describe() string {
+	var s string
+	switch p.Running {
+	case RunningNothing:
+		s = "with nothing running, before the reboot command"
+	case RunningSlotWait:
+		s = "while waiting for a reboot slot (nothing was running)"
+	case RunningDetectors:
+		s = "while the detectors ran again (they got SIGTERM)"
+	case RunningHealthScript:
+		s = "while the under-lock health script ran (it got SIGTERM)"
+	case RunningHook:
+		s = fmt.Sprintf("while pre-reboot hook %d (%s) ran (it got SIGTERM; nothing undoes what it did)", p.HookIndex, p.Hook)
+	case RunningRebootCommand:
+		return "while the reboot command ran (a started reboot command is not stopped; it failed, and the reboot slot is kept: the shutdown it asked for may still come)"
+	default:
+		s = fmt.Sprintf("while %q ran", p.Running)
+	}
+	if p.HooksDone > 0 {
+		s += fmt.Sprintf("; %d pre-reboot hook(s) had completed before (nothing undoes them)", p.HooksDone)
+	}
+	return s
 }
 
 // CompleteArgs are the flags of `crd-lock step complete`.

@@ -81,6 +81,16 @@ type cycleRun struct {
 	warnedMax bool
 	// noWait answers instead of waiting for other nodes' slots (simulate).
 	noWait bool
+	// at is what the cycle runs now. It no longer changes once ctx ends
+	// (SIGTERM): it then says what was running when the stop came.
+	at driver.StopPoint
+}
+
+// doing records what the cycle runs next, unless SIGTERM already came.
+func (c *cycleRun) doing(running string) {
+	if c.ctx.Err() == nil {
+		c.at.Running, c.at.Hook, c.at.HookIndex = running, "", 0
+	}
 }
 
 // cycle acquires the lock and runs everything under it (docs/cluster-protocol.md).
@@ -96,6 +106,12 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	o.Backoff.Rand = s.w.rand
 	o.OnRetry = func(attempt int, err error, wait time.Duration) {
 		log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", driver.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
+	}
+	o.OnRequeued = func(attempt int, err error, wait time.Duration) {
+		// etcd did not fail: this process was frozen (or its entry evicted)
+		// for longer than the lease, and the line went on without it.
+		log.Warn("our place in line for the lock expired (lease gone or entry deleted); queuing again", "event", "lock_requeued",
+			"reason", driver.ReasonLockBusy, "lock_key", s.lockKey(), "lock_ttl_sec", s.cfg.LockTTLSec, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
 	}
 	o.OnQueued = func(position int) {
 		log.Info("waiting for the lock", "event", "lock_waiting", "reason", driver.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
@@ -136,9 +152,14 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
 	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log, noWait: a.NoWait,
-		fleet: slot.FromConfig(s.client, s.cfg, bootID, machineID)}
+		fleet: slot.FromConfig(s.client, s.cfg, bootID, machineID), at: driver.StopPoint{Running: driver.RunningNothing}}
 	c.fleet.RPCTimeout, c.fleet.Now = s.rpc, s.w.now
-	return c.run()
+	err = c.run()
+	if ctx.Err() != nil && res.Outcome == driver.OutcomeBlocked {
+		at := c.at
+		res.Stopped = &at
+	}
+	return err
 }
 
 // run is steps 6 and 7: the checks under the lock, waiting for a free slot
@@ -207,7 +228,7 @@ func (c *cycleRun) stop(reason string, err error) error {
 		reason, err, detail = driver.ReasonLockBusy, c.held.Err(), LockLostDetail
 	case c.ctx.Err() != nil:
 		reason = driver.ReasonInterrupted
-		err = exitcode.Errorf(exitcode.Interrupted, "cluster: interrupted under the lock (SIGTERM); the lock is released and nothing was rebooted")
+		err = exitcode.Errorf(exitcode.Interrupted, "cluster: interrupted (SIGTERM) under the lock %s; the lock is released", c.at.Describe())
 	case reason == driver.ReasonLockBusy:
 		detail = LockLostDetail
 	}
@@ -267,7 +288,9 @@ func (c *cycleRun) checks() error {
 	}
 	gc := gate.FromConfig(c.cfg, gate.PhaseUnderLock)
 	gc.ClusterSize = d.ClusterSize
+	c.doing(driver.RunningHealthScript)
 	gr := gate.Run(c.uctx, c.w.runner, c.cfg.HealthScript, gate.Timeout(c.cfg), gc)
+	c.doing(driver.RunningNothing)
 	c.res.Gate = &GateSummary{Phase: gr.Phase, Healthy: gr.Healthy, ExitStatus: gr.ExitStatus, TimedOut: gr.TimedOut, DurationMS: gr.DurationMS, Reason: gr.Reason}
 	if err := gr.Err(); err != nil {
 		return c.stop(driver.ReasonHealth, err)
@@ -297,7 +320,9 @@ func (c *cycleRun) detect() error {
 	if err != nil {
 		return c.stop(driver.ReasonDetector, err)
 	}
+	c.doing(driver.RunningDetectors)
 	rep := detect.Check(c.uctx, ds)
+	c.doing(driver.RunningNothing)
 	if rep.Err != nil {
 		return c.stop(driver.ReasonDetector, rep.Err)
 	}

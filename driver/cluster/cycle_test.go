@@ -480,6 +480,11 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 	if lease == 0 {
 		t.Fatal("no slot while the hook runs")
 	}
+	// Only the slot goes: the seat stays held, so the lost lock cannot be
+	// what stops the reboot (in a frozen node it is noticed first).
+	if info, err := lock.Status(context.Background(), c, n.cfg["lock_key"].(string)); err != nil || len(info.Holders) != 1 || info.Holders[0].Node != "node-a" {
+		t.Fatalf("lock %+v, %v; want node-a holding it while the hook runs", info, err)
+	}
 	if _, err := c.Revoke(context.Background(), clientv3.LeaseID(lease)); err != nil {
 		t.Fatal(err)
 	}
@@ -487,6 +492,9 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 	o := <-done
 	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonHook || !strings.Contains(o.str("detail"), "expired while the pre-reboot hooks ran") {
 		t.Fatalf("cycle = %d %s: %s, want 9 hook, slot expired\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
+	}
+	if strings.Contains(o.stderr, `"event":"rebooting"`) || strings.Contains(o.stderr, "lock lost") {
+		t.Errorf("the cycle went on to reboot or lost its lock:\n%s", o.stderr)
 	}
 	assertNothingLeft(t, c, ns, n)
 }

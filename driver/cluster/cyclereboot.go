@@ -31,11 +31,19 @@ func (c *cycleRun) hooks() error {
 		if timeout <= 0 {
 			timeout = secs(defaultHookTimeout)
 		}
+		c.doing(driver.RunningHook)
+		if c.ctx.Err() == nil {
+			c.at.Hook, c.at.HookIndex = name, i+1
+		}
 		pr := c.w.runner.Run(c.uctx, proc.Spec{Argv: h.Cmd, Env: c.hookEnv(), Dir: "/", Timeout: timeout})
 		if !pr.OK() {
 			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
 				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, describe(pr, timeout)))
 		}
+		if c.ctx.Err() == nil {
+			c.at.HooksDone++
+		}
+		c.doing(driver.RunningNothing)
 		c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
 	}
 	return nil
@@ -93,8 +101,13 @@ func (c *cycleRun) reboot() error {
 	if err := c.notPaused("the node prepared its reboot"); err != nil {
 		return err
 	}
+	c.doing(driver.RunningRebootCommand)
 	rr, err := reboot.Do(c.uctx, c.rebootOptions())
 	c.res.Reboot = &rr
+	if c.at.Running == driver.RunningRebootCommand && !rr.CommandStarted {
+		// Stopped in lib/reboot's last checks: the command never started.
+		c.at.Running = driver.RunningNothing
+	}
 	if err != nil {
 		return c.rebootStopped(err)
 	}

@@ -19,6 +19,7 @@ import (
 // is trusted. The count it returns true on is c.count, which the slot
 // transaction is guarded by.
 func (c *cycleRun) slotsFree() (bool, error) {
+	defer c.doing(driver.RunningNothing)
 	var logged []string
 	for waited := false; ; waited = true {
 		n, err := c.fleet.Count(c.uctx, c.held.Entry())
@@ -55,6 +56,7 @@ func (c *cycleRun) slotsFree() (bool, error) {
 				"reason", driver.ReasonRebootInProgress, "present", n.Describe(), "max_holders", n.MaxHolders)
 			logged = nodes
 		}
+		c.doing(driver.RunningSlotWait)
 		if c.w.beforeWatch != nil {
 			c.w.beforeWatch()
 		}

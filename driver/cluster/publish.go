@@ -199,17 +199,22 @@ func (s *session) complete(ctx context.Context, res *driver.CompleteResult) erro
 		return nil
 	}
 	freed, err := slot.Complete(rctx, s.client, cl, boot)
+	expired := errors.Is(err, slot.ErrExpired)
 	var coded *exitcode.Error
 	if errors.As(err, &coded) {
 		return err
 	}
-	if err != nil {
+	if err != nil && !expired {
 		return s.etcdErr(ctx, "freeing the reboot slot "+cl.Key, err)
 	}
 	if err := slot.RemoveClaim(s.cfg.StateDir); err != nil {
 		s.log.Warn("cannot remove the reboot slot claim", "event", "slot_claim_error", "error", err.Error())
 	}
 	res.Freed = freed
+	if expired {
+		s.log.Info("the reboot slot had already expired", "event", "slot_expired", "key", cl.Key, "slot_ttl_sec", s.cfg.RebootSlotTTLSec)
+		return nil
+	}
 	s.log.Info("reboot slot freed", "event", "slot_freed", "key", cl.Key, "freed", res.Freed)
 	return nil
 }

@@ -47,6 +47,7 @@ func TestCtxError(t *testing.T) {
 		{"deadline after connection failures", expired, conn, context.DeadlineExceeded, exitcode.EtcdUnavailable},
 		{"deadline on a slow request", expired, nil, errors.New("rpc error: code = DeadlineExceeded"), exitcode.EtcdUnavailable},
 		{"deadline otherwise", expired, nil, errors.New("odd"), exitcode.LockBusy},
+		{"deadline after our place was lost", expired, nil, ErrPlaceLost, exitcode.LockBusy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := exitcode.CodeOf(ctxError(tc.ctx, "/k", tc.lastConn, tc.err)); got != tc.want {

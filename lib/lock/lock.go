@@ -58,6 +58,12 @@ type Options struct {
 	// OnRetry, when set, is told about each connection failure before the
 	// backoff sleep (for logging).
 	OnRetry func(attempt int, err error, wait time.Duration)
+	// OnRequeued, when set, is told instead of OnRetry when our place in
+	// line was lost while waiting (ErrPlaceLost: the lease expired, as after
+	// a freeze longer than the TTL, or the entry was deleted), before the
+	// backoff sleep after which Acquire queues again at the end of the line.
+	// etcd did not fail; without OnRequeued, OnRetry is told.
+	OnRequeued func(attempt int, err error, wait time.Duration)
 	// OnQueued, when set, is called once the entry is queued behind others.
 	OnQueued func(position int)
 
@@ -107,10 +113,14 @@ func ValidGroup(group string) bool {
 	return true
 }
 
+// ErrPlaceLost: our lease expired or our entry was deleted while we waited
+// in line; Acquire queues again (Options.OnRequeued).
+var ErrPlaceLost = errors.New("lock: our place in line was lost while waiting (lease expired or entry deleted)")
+
 // Sentinel errors of one acquisition attempt.
 var (
 	// errSessionLost: our lease or entry vanished while queued; start over.
-	errSessionLost = errors.New("lock: lease expired or entry deleted while waiting")
+	errSessionLost = ErrPlaceLost
 	// errWatchClosed: the watch ended without an error (leader lost); start over.
 	errWatchClosed = errors.New("lock: watch closed while waiting")
 	// errCompacted: the watch would have started at a revision etcd has
@@ -172,10 +182,19 @@ func Acquire(ctx context.Context, c *clientv3.Client, o Options) (*Held, error) 
 		if !retryable(err) {
 			return nil, unavailable(c, err)
 		}
-		lastConnErr = err
 		wait := o.Backoff.Delay(attempt)
-		if o.OnRetry != nil {
-			o.OnRetry(attempt+1, err, wait)
+		if errors.Is(err, ErrPlaceLost) {
+			// Not an etcd failure: a deadline passing later is not blamed on it.
+			if o.OnRequeued != nil {
+				o.OnRequeued(attempt+1, err, wait)
+			} else if o.OnRetry != nil {
+				o.OnRetry(attempt+1, err, wait)
+			}
+		} else {
+			lastConnErr = err
+			if o.OnRetry != nil {
+				o.OnRetry(attempt+1, err, wait)
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -196,6 +215,8 @@ func ctxError(ctx context.Context, key string, lastConnErr, err error) error {
 		return exitcode.Errorf(exitcode.LockBusy, "lock: %s not acquired before the deadline: held by others (see crd-lock status --key %s)", key, key)
 	case lastConnErr != nil:
 		return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: %s not acquired before the deadline; etcd kept failing: %v", key, lastConnErr)
+	case errors.Is(err, ErrPlaceLost):
+		return exitcode.Errorf(exitcode.LockBusy, "lock: %s not acquired before the deadline: our place in line was lost (lease expired or entry deleted) and the wait ended before we queued again", key)
 	case retryable(err):
 		return exitcode.Errorf(exitcode.EtcdUnavailable, "lock: %s not acquired before the deadline; etcd did not answer: %v", key, err)
 	default:

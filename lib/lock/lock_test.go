@@ -410,6 +410,68 @@ func TestLostWhenLeaseRevoked(t *testing.T) {
 	}
 }
 
+// A waiter whose lease expires while it waits (a process frozen for longer
+// than the TTL; here the lease is revoked, as its expiry would) lost its
+// place in line, not a fight with etcd: OnRequeued is told, OnRetry is not,
+// and the waiter queues again and gets the lock when it is free.
+func TestRequeuedWhenWaiterLeaseLost(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	ctx := context.Background()
+	const key = "/t/requeue/lock"
+	first, err := Acquire(ctx, c, opts(key, "first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var queued, retries int
+	var requeued []error
+	o := opts(key, "waiter")
+	o.OnQueued = func(int) { mu.Lock(); queued++; mu.Unlock() }
+	o.OnRetry = func(int, error, time.Duration) { mu.Lock(); retries++; mu.Unlock() }
+	o.OnRequeued = func(_ int, err error, _ time.Duration) { mu.Lock(); requeued = append(requeued, err); mu.Unlock() }
+	type result struct {
+		h   *Held
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { h, err := Acquire(ctx, c, o); done <- result{h, err} }()
+	counts := func() (int, int, int) { mu.Lock(); defer mu.Unlock(); return queued, retries, len(requeued) }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("not within 10 s: " + what)
+			}
+		}
+	}
+	waitFor("the waiter queues", func() bool { q, _, _ := counts(); return q == 1 })
+	info, err := Status(ctx, c, key)
+	if err != nil || len(info.Waiters) != 1 {
+		t.Fatalf("status %+v, %v; want one waiter", info, err)
+	}
+	lease, err := ParseLeaseID(info.Waiters[0].LeaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the waiter queues again", func() bool { q, _, _ := counts(); return q == 2 })
+	if _, r, n := counts(); r != 0 || n != 1 || !errors.Is(requeued[0], ErrPlaceLost) {
+		t.Errorf("OnRetry told %d times, OnRequeued %d times (%v); want 0 and once with ErrPlaceLost", r, n, requeued)
+	}
+	release(t, first)
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Acquire after requeue = %v", r.err)
+		}
+		release(t, r.h)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the requeued waiter did not get the free lock")
+	}
+}
+
 // The holder's entry is deleted behind its back: the lock ends. Once as the
 // watch reports it, and once with a watch that never does (a lost watch
 // event, see Recheck; the watch follows another key there), when the holder

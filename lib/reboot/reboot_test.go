@@ -42,7 +42,9 @@ func (r *recorder) Run(ctx context.Context, spec proc.Spec) proc.Result {
 }
 
 func TestDo(t *testing.T) {
-	now := time.Date(2026, 11, 29, 2, 59, 30, 0, time.UTC)
+	// Fractions of a second: the marker keeps them, or the daemon's
+	// reboot_completed duration_ms runs up to a second high.
+	now := time.Date(2026, 11, 29, 2, 59, 30, 123456789, time.UTC)
 	cmd := []string{"/usr/bin/systemctl", "reboot"}
 	tests := []struct {
 		name       string
@@ -56,7 +58,7 @@ func TestDo(t *testing.T) {
 	}{
 		{name: "reboot requested", code: exitcode.OK, ran: true, markerLeft: true,
 			check: func(t *testing.T, r Result) {
-				if !r.Executed || r.BootID != testBootID || r.RequestedAt != "2026-11-29T02:59:30Z" || r.CommandExitStatus == nil || *r.CommandExitStatus != 0 {
+				if !r.Executed || r.BootID != testBootID || r.RequestedAt != "2026-11-29T02:59:30.123456789Z" || r.CommandExitStatus == nil || *r.CommandExitStatus != 0 {
 					t.Errorf("%+v", r)
 				}
 			}},

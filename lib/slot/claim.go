@@ -89,7 +89,8 @@ var ErrNotRebooted = errors.New("slot: the reboot slot was taken in this boot: t
 // (the boot id differs from the claim's): it deletes the slot key only while
 // it is on the claim's lease (a slot another machine wrote under the same
 // name is left alone), then revokes the lease. freed says whether the key was
-// deleted (false: it had expired or was not ours).
+// deleted (false: it had expired or was not ours); ErrExpired with freed
+// false says the claim's lease had already run out (the slot expired).
 func Complete(ctx context.Context, c *clientv3.Client, cl Claim, bootID string) (freed bool, err error) {
 	if cl.BootID == bootID && bootID != "" {
 		return false, exitcode.Errorf(exitcode.LockBusy, "%v (boot id %s, slot taken at %s); it is freed after the reboot, or expires with its lease",
@@ -104,7 +105,11 @@ func Complete(ctx context.Context, c *clientv3.Client, cl Claim, bootID string) 
 	if err != nil {
 		return false, err
 	}
-	if r := Free(ctx, c, lease); r != nil && !errors.Is(r, ErrExpired) {
+	r := Free(ctx, c, lease)
+	switch {
+	case errors.Is(r, ErrExpired) && !resp.Succeeded:
+		return false, ErrExpired
+	case r != nil && !errors.Is(r, ErrExpired):
 		return resp.Succeeded, r
 	}
 	return resp.Succeeded, nil

@@ -215,6 +215,9 @@ func lockOptions(cfg config.Config, purpose, bootID, machineID string, logger *s
 	o.OnRetry = func(attempt int, err error, wait time.Duration) {
 		logger.Warn("etcd failed while acquiring; retrying", "key", o.Key, "attempt", attempt, "wait", wait.Round(time.Millisecond), "err", err)
 	}
+	o.OnRequeued = func(attempt int, err error, wait time.Duration) {
+		logger.Warn("our place in line expired (lease gone or entry deleted); queuing again", "key", o.Key, "attempt", attempt, "wait", wait.Round(time.Millisecond), "err", err)
+	}
 	o.OnQueued = func(position int) {
 		logger.Info("lock is busy; waiting in line", "key", o.Key, "position", position)
 	}

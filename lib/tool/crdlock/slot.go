@@ -164,7 +164,12 @@ func (r *rebootSlot) after(status int, lost bool) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.fleet.RPCTimeout)
 	defer cancel()
-	if err := r.held.Renew(ctx); err != nil {
+	switch err := r.held.Renew(ctx); {
+	case errors.Is(err, slot.ErrExpired):
+		r.log.Warn("the reboot slot had already expired (COMMAND outlasted reboot_slot_ttl_sec); nothing keeps this node counted once the seat is released",
+			"slot_key", r.held.Key, "slot_ttl_sec", int64(r.fleet.TTL/time.Second))
+		return false
+	case err != nil:
 		r.log.Warn("cannot renew the reboot slot; it keeps the rest of its TTL", "slot_key", r.held.Key, "err", err)
 	}
 	r.log.Info("the reboot slot keeps this node counted until `crd-lock complete` after its boot", "slot_key", r.held.Key,
@@ -179,7 +184,10 @@ func (r *rebootSlot) free() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.fleet.RPCTimeout)
 	defer cancel()
-	if err := slot.Free(ctx, r.client, r.lease); err != nil && !errors.Is(err, slot.ErrExpired) {
+	switch err := slot.Free(ctx, r.client, r.lease); {
+	case errors.Is(err, slot.ErrExpired):
+		r.log.Info("the reboot slot had already expired", "slot_key", r.fleet.Key(), "slot_ttl_sec", int64(r.fleet.TTL/time.Second))
+	case err != nil:
 		r.log.Warn("cannot free the reboot slot; it expires with its lease", "slot_key", r.fleet.Key(), "err", err)
 	}
 	if err := slot.RemoveClaim(r.stateDir); err != nil {
@@ -292,11 +300,12 @@ func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return finish(nil)
 	}
 	freed, err := slot.Complete(rctx, client, cl, boot)
+	expired := errors.Is(err, slot.ErrExpired)
 	var coded *exitcode.Error
 	if errors.As(err, &coded) {
 		return finish(fmt.Errorf("crd-lock: complete: %w", err))
 	}
-	if err != nil {
+	if err != nil && !expired {
 		return finish(exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: complete: freeing %s at %s: %v", cl.Key, strings.Join(client.Endpoints(), ","), err))
 	}
 	res.Freed = freed
@@ -307,6 +316,10 @@ func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := reboot.RemoveMarker(cfg.StateDir); err == nil {
 			res.MarkerRemoved = true
 		}
+	}
+	if expired {
+		logger.Info("reboot completed; the reboot slot had already expired", "slot_key", cl.Key)
+		return finish(nil)
 	}
 	logger.Info("reboot completed; the reboot slot is free", "slot_key", cl.Key, "freed", freed)
 	return finish(nil)
