@@ -5,7 +5,8 @@
 // The script runs without a shell, in a process group of its own, in the
 // root directory, with a fixed environment (never the caller's, never TLS
 // key material or passwords) and a timeout that terminates the whole group.
-// Its stdout and stderr are captured up to 64 KiB each. A script that
+// Its stdout and stderr are captured up to 64 KiB each, head and tail (its
+// last line, the verdict's reason, always survives). A script that
 // cannot be trusted (see CheckScript) never runs. The contract for script
 // authors is docs/health-gate.md.
 //

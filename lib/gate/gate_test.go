@@ -116,8 +116,16 @@ func TestRun(t *testing.T) {
 			}},
 		{name: "output truncated at 64 KiB", body: "head -c 70000 /dev/zero | tr '\\0' o; head -c 10 /dev/zero >&2", code: exitcode.OK,
 			check: func(t *testing.T, r Result) {
-				if len(r.Stdout) != MaxOutput || !r.StdoutTruncated || r.StderrTruncated || len(r.Stderr) != 10 {
+				if len(r.Stdout) > MaxOutput+40 || !r.StdoutTruncated || r.StderrTruncated || len(r.Stderr) != 10 ||
+					!strings.Contains(r.Stdout, "bytes dropped") {
 					t.Errorf("stdout %d truncated %v, stderr %d truncated %v", len(r.Stdout), r.StdoutTruncated, len(r.Stderr), r.StderrTruncated)
+				}
+			}},
+		// The reason is the script's last line, not the head of a long output.
+		{name: "the reason is the last line of a long output", body: "head -c 200000 /dev/zero | tr '\\0' o >&2; echo >&2; echo 'replica lag 40s on db-2' >&2; exit 1", code: exitcode.HealthBlocked,
+			check: func(t *testing.T, r Result) {
+				if !strings.Contains(r.Reason, "replica lag 40s on db-2") {
+					t.Errorf("reason %q, want the script's last line", r.Reason)
 				}
 			}},
 		{name: "runs in the root directory", body: "pwd", code: exitcode.OK,

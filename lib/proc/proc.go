@@ -244,34 +244,50 @@ func trusted(path, dir string) error {
 // or this process's user could change: it is never run.
 var ErrUntrusted = errors.New("refused to run")
 
-// capped keeps the first max bytes written and drops the rest, remembering
-// that it did.
+// capped keeps at most max bytes of a stream: the first half and the last
+// half, with a line saying how much was dropped between them. The head says
+// how a command started, the tail how it ended: a health script's verdict is
+// its last line, however much it printed before.
 type capped struct {
 	mu        sync.Mutex
-	buf       []byte
+	head      []byte
+	tail      []byte
 	max       int
+	dropped   int
 	truncated bool
 }
 
 func (c *capped) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	room := c.max - len(c.buf)
-	if room >= len(p) {
-		c.buf = append(c.buf, p...)
-	} else {
-		if room > 0 {
-			c.buf = append(c.buf, p[:room]...)
-		}
-		c.truncated = true
+	n := len(p)
+	headMax := c.max / 2
+	if room := headMax - len(c.head); room > 0 {
+		k := min(room, len(p))
+		c.head = append(c.head, p[:k]...)
+		p = p[k:]
 	}
-	return len(p), nil
+	tailMax := c.max - headMax
+	c.tail = append(c.tail, p...)
+	if over := len(c.tail) - tailMax; over > 0 {
+		c.dropped += over
+		c.truncated = true
+		if cap(c.tail) > 4*tailMax+4096 {
+			c.tail = append([]byte(nil), c.tail[over:]...)
+		} else {
+			c.tail = c.tail[over:]
+		}
+	}
+	return n, nil
 }
 
 func (c *capped) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return string(c.buf)
+	if c.dropped == 0 {
+		return string(c.head) + string(c.tail)
+	}
+	return string(c.head) + fmt.Sprintf("\n[... %d bytes dropped ...]\n", c.dropped) + string(c.tail)
 }
 
 // explainStart names the missing interpreter when a script that exists

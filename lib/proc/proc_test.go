@@ -33,9 +33,16 @@ func TestRun(t *testing.T) {
 				t.Errorf("%+v", r)
 			}
 		}},
-		{"output bounded", Spec{Argv: []string{"sh", "-c", "head -c 5000 /dev/zero"}, Env: shEnv, MaxOutput: 100}, func(t *testing.T, r Result) {
-			if len(r.Stdout) != 100 || !r.StdoutTruncated || r.StderrTruncated {
-				t.Errorf("len=%d truncated=%v", len(r.Stdout), r.StdoutTruncated)
+		{"output bounded", Spec{Argv: []string{"sh", "-c", "head -c 5000 /dev/zero | tr '\\0' x"}, Env: shEnv, MaxOutput: 100}, func(t *testing.T, r Result) {
+			want := strings.Repeat("x", 50) + "\n[... 4900 bytes dropped ...]\n" + strings.Repeat("x", 50)
+			if r.Stdout != want || !r.StdoutTruncated || r.StderrTruncated {
+				t.Errorf("stdout %q truncated=%v, want the head, a line saying what was dropped, the tail", r.Stdout, r.StdoutTruncated)
+			}
+		}},
+		// A script's verdict is its last line, however much it printed first.
+		{"the last line survives a long output", Spec{Argv: []string{"sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; echo; echo 'quorum lost on db-3'"}, Env: shEnv}, func(t *testing.T, r Result) {
+			if !strings.HasSuffix(r.Stdout, "\nquorum lost on db-3\n") || len(r.Stdout) > DefaultMaxOutput+64 || !r.StdoutTruncated {
+				t.Errorf("len=%d truncated=%v, tail %q", len(r.Stdout), r.StdoutTruncated, r.Stdout[max(0, len(r.Stdout)-40):])
 			}
 		}},
 		{"not found", Spec{Argv: []string{"/nonexistent/prog"}}, func(t *testing.T, r Result) {
