@@ -173,6 +173,12 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	if err := WriteFileAtomic(filepath.Join(cfg.RunDir, LastRebootFile), []byte(done.UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		d.log.Warn("cannot write the post-reboot timestamp", "event", "run_dir_error", "error", err)
 	}
+	if d.metrics != nil {
+		d.metrics.RebootDuration.Observe(done.Sub(m.RequestedAt).Seconds())
+		if !res.Freed {
+			d.metrics.SlotExpired.Inc()
+		}
+	}
 	d.log.Info("coordinated reboot completed", "event", "reboot_completed", "duration_ms", done.Sub(m.RequestedAt).Milliseconds(),
 		"requested_at", m.RequestedAt, "slot_freed", res.Freed)
 	out.step(0, name, DecisionDone, "", fmt.Sprintf("reboot requested at %s completed; slot freed", m.RequestedAt.UTC().Format(time.RFC3339)))
