@@ -40,6 +40,8 @@ pkg_status() { in_root dpkg-query -W -f '${db:Status-Abbrev}${Version}' clusterr
 	[ -f "$R/usr/share/doc/clusterrebootd/copyright" ]
 	[ -f "$R/usr/share/doc/clusterrebootd/changelog.Debian.gz" ]
 	[ -f "$R/usr/share/doc/clusterrebootd/config.yaml" ]
+	[ "$(stat -c '%a %U' "$R/usr/share/clusterrebootd/clusterrebootd-dashboard.json")" = "644 root" ]
+	[ "$(stat -c '%a %U' "$R/usr/share/clusterrebootd/clusterrebootd-alerts.yaml")" = "644 root" ]
 	# postinst ran systemd-tmpfiles --create.
 	[ "$(stat -c '%a %U' "$R/run/clusterrebootd")" = "750 root" ]
 	# Installed, never enabled or started.

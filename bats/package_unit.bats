@@ -45,3 +45,12 @@ setup_file() {
 	[ "$(stat -c '%a %U' "$UNIT_ROOT/run/clusterrebootd")" = "750 root" ]
 	[ "$(stat -c '%a %U' "$UNIT_ROOT/var/lib/clusterrebootd")" = "750 root" ]
 }
+
+@test "the unit can write node_exporter's textfile directories and bounds its resources" {
+	unit="$UNIT_ROOT/lib/systemd/system/clusterrebootd.service"
+	grep -qx 'ReadWritePaths=-/var/lib/prometheus/node-exporter -/var/lib/node_exporter/textfile' "$unit"
+	grep -qx 'MemoryHigh=256M' "$unit"
+	grep -qx 'CPUWeight=20' "$unit"
+	run grep -c '^MemoryMax=' "$unit"
+	[ "$output" = 0 ]
+}

@@ -25,13 +25,16 @@ type Driver struct {
 	// cycle child waits for the lock (0: check_interval_sec).
 	WatchEvery time.Duration
 
-	mu        sync.Mutex
-	cfg       config.Config
-	view      policy.View
-	status    Status
-	attempt   int
-	post      postProgress
-	interrupt chan string
+	mu      sync.Mutex
+	cfg     config.Config
+	view    policy.View
+	status  Status
+	attempt int
+	post    postProgress
+	// requiredSince is when the detectors started saying "needed", check
+	// after check (zero when not needed).
+	requiredSince time.Time
+	interrupt     chan string
 }
 
 // New returns a driver for cfg. deps must be complete (see Deps.Real);
@@ -235,12 +238,19 @@ func (d *Driver) setRequired(required bool, now time.Time) {
 	defer d.mu.Unlock()
 	d.status.RebootRequired = required
 	d.status.LastCheck = now
+	switch {
+	case !required:
+		d.requiredSince = time.Time{}
+	case d.requiredSince.IsZero():
+		d.requiredSince = now
+	}
 	if d.metrics != nil {
-		v := 0.0
+		v, since := 0.0, 0.0
 		if required {
-			v = 1
+			v, since = 1, float64(d.requiredSince.Unix())
 		}
 		d.metrics.RebootRequired.Set(v)
+		d.metrics.RequiredSince.Set(since)
 	}
 }
 

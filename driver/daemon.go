@@ -223,6 +223,9 @@ func (d *Daemon) publisher(ctx context.Context) {
 		switch err := d.Driver.Publish(ctx); {
 		case err != nil && ctx.Err() == nil:
 			failing = true
+			if d.Metrics != nil {
+				d.Metrics.PublishFailing.Set(1)
+			}
 			if emit, repeated := failures.Observe(err.Error()); emit {
 				attrs := []any{"event", "publish_failed", "error", err}
 				if repeated > 0 {
@@ -232,6 +235,9 @@ func (d *Daemon) publisher(ctx context.Context) {
 			}
 		case err == nil && failing:
 			failing = false
+			if d.Metrics != nil {
+				d.Metrics.PublishFailing.Set(0)
+			}
 			failures = NewLimiter(d.Driver.deps.Now, DefaultRepeatEvery)
 			d.Log.Info("the health record is published again", "event", "publish_recovered")
 		}
@@ -323,6 +329,7 @@ func (d *Daemon) writeMetrics() {
 	d.writeMu.Lock()
 	defer d.writeMu.Unlock()
 	cfg := d.Driver.Config()
+	d.Metrics.SetState(d.Driver.Status().State)
 	var paths []string
 	if cfg.Metrics.Textfile != "" {
 		paths = append(paths, cfg.Metrics.Textfile)

@@ -385,7 +385,8 @@ func TestPublishFailureRateLimited(t *testing.T) {
 	w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"tool":"crd-lock","exit_code":7,"error":"etcd: timeout at http://127.0.0.1:2379"}`}
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log}
+	m := NewMetrics("test")
+	d := &Daemon{Driver: New(cfg, w.deps(), log, m, nil), Log: log, Metrics: m}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -405,6 +406,9 @@ func TestPublishFailureRateLimited(t *testing.T) {
 	if n := strings.Count(logs.String(), `"event":"publish_failed"`); n != 1 {
 		t.Fatalf("%d publish_failed lines after %d failed publications, want 1:\n%s", n, publishes(), logs.String())
 	}
+	if v := m.PublishFailing.Value(); v != 1 {
+		t.Errorf("clusterrebootd_publish_failing = %v while publications fail, want 1", v)
+	}
 	w.child.mu.Lock()
 	w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[]}}`}
 	w.child.mu.Unlock()
@@ -415,6 +419,9 @@ func TestPublishFailureRateLimited(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), `"event":"publish_recovered"`); n != 1 {
 		t.Errorf("%d publish_recovered lines, want 1", n)
+	}
+	if v := m.PublishFailing.Value(); v != 0 {
+		t.Errorf("clusterrebootd_publish_failing = %v after recovery, want 0", v)
 	}
 }
 

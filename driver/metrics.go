@@ -1,12 +1,28 @@
 package driver
 
-import "github.com/clusterrebootd/clusterrebootd/lib/metrics"
+import (
+	"github.com/clusterrebootd/clusterrebootd/lib/metrics"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
 
 // lockAcquireBuckets are the upper bounds (seconds) of
 // clusterrebootd_lock_acquire_seconds: from a prompt handover to hours of
 // queueing behind a rolling reboot.
 func lockAcquireBuckets() []float64 {
 	return []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300, 900, 1800, 3600, 7200}
+}
+
+// rebootDurationBuckets are the upper bounds (seconds) of
+// clusterrebootd_reboot_duration_seconds: from a quick VM restart to a
+// server that takes most of reboot_slot_ttl_sec's default (1800 s) or more.
+func rebootDurationBuckets() []float64 {
+	return []float64{30, 60, 120, 300, 600, 900, 1800, 3600, 7200}
+}
+
+// states are the values of clusterrebootd_state's label (docs/daemon.md).
+func states() []string {
+	return []string{policy.StateIdle, policy.StateNeedsReboot, policy.StateWaiting, policy.StateBlocked,
+		policy.StateRebooting, policy.StatePostReboot}
 }
 
 // Metrics are the daemon's series (docs/daemon.md lists them).
@@ -20,6 +36,11 @@ type Metrics struct {
 	LockHeld       *metrics.Gauge
 	LastCheck      *metrics.Gauge
 	Build          *metrics.Gauge
+	State          *metrics.Gauge
+	RequiredSince  *metrics.Gauge
+	RebootDuration *metrics.Histogram
+	SlotExpired    *metrics.Counter
+	PublishFailing *metrics.Gauge
 }
 
 // NewMetrics registers the daemon's series in a new registry.
@@ -35,6 +56,11 @@ func NewMetrics(version string) *Metrics {
 		LockHeld:       r.NewGauge("clusterrebootd_lock_held", "1 while this node's cluster step queues for or holds the lock."),
 		LastCheck:      r.NewGauge("clusterrebootd_last_check_timestamp_seconds", "Unix time of the last detector check."),
 		Build:          r.NewGauge("clusterrebootd_build_info", "Always 1; the version label says what runs.", "version"),
+		State:          r.NewGauge("clusterrebootd_state", "1 for the node's current state (idle, needs_reboot, waiting, blocked, rebooting, post_reboot), 0 for the others.", "state"),
+		RequiredSince:  r.NewGauge("clusterrebootd_reboot_required_since_timestamp_seconds", "Unix time since when the detectors have said, check after check, that this node needs a reboot; 0 when it does not."),
+		RebootDuration: r.NewHistogram("clusterrebootd_reboot_duration_seconds", "Coordinated reboots from the reboot request to the completed post-reboot checks.", rebootDurationBuckets()),
+		SlotExpired:    r.NewCounter("clusterrebootd_reboot_slot_expired_total", "Coordinated reboots completed after the node's reboot slot had expired (it took longer than reboot_slot_ttl_sec)."),
+		PublishFailing: r.NewGauge("clusterrebootd_publish_failing", "1 while the last health-record publication to etcd failed."),
 	}
 	m.HealthChecks.Touch("healthy")
 	m.HealthChecks.Touch("unhealthy")
@@ -42,5 +68,20 @@ func NewMetrics(version string) *Metrics {
 	m.RebootRequired.Set(0)
 	m.LockHeld.Set(0)
 	m.Build.Set(1, version)
+	m.SetState(policy.StateIdle)
+	m.RequiredSince.Set(0)
+	m.SlotExpired.Touch()
+	m.PublishFailing.Set(0)
 	return m
+}
+
+// SetState sets clusterrebootd_state to 1 for state and 0 for the others.
+func (m *Metrics) SetState(state string) {
+	for _, s := range states() {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.State.Set(v, s)
+	}
 }

@@ -15,15 +15,6 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 )
 
-// postProgress remembers, for the boot being completed, which post-reboot
-// actions already ran, so that a retry after a failed gate or etcd step
-// does not run the hooks or the settle wait again.
-type postProgress struct {
-	bootID  string
-	hooks   bool
-	settled bool
-}
-
 // postReboot is step 0 (and 8): it handles a reboot marker. It reports
 // whether the cycle stops here.
 func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, out *Outcome) bool {
@@ -74,8 +65,8 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 
 	// A coordinated reboot completed: finish it.
 	d.mu.Lock()
-	if d.post.bootID != m.BootID {
-		d.post = postProgress{bootID: m.BootID}
+	if !d.post.is(m.BootID, boot) {
+		d.post = readPostProgress(cfg.StateDir, m.BootID, boot)
 	}
 	progress := d.post
 	d.status.State = policy.StatePostReboot
@@ -107,7 +98,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	} else if h.Block != nil {
 		return hold(name, ReasonRebootLoop, h.Block.Detail+"; clear it with clusterrebootd resume --local")
 	}
-	if !progress.hooks && len(cfg.PostRebootHooks) > 0 {
+	if !progress.Hooks && len(cfg.PostRebootHooks) > 0 {
 		if cfg.DryRun || mode.Simulate {
 			out.step(0, "post_reboot_hooks", DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
 		} else {
@@ -119,7 +110,9 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 			}
 			out.step(0, "post_reboot_hooks", DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
 		}
-		d.markPost(m.BootID, func(p *postProgress) { p.hooks = true })
+		if !cfg.DryRun && !mode.Simulate {
+			d.markPost(cfg, m.BootID, boot, func(p *postProgress) { p.Hooks = true })
+		}
 	}
 	rep := d.deps.Detect.Detect(ctx, cfg)
 	if rep.Err != nil {
@@ -145,7 +138,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		out.step(0, name, DecisionSkip, "", "simulation: the slot is not freed and the marker stays")
 		return false
 	}
-	if !progress.settled && cfg.SettleSec > 0 {
+	if !progress.Settled && cfg.SettleSec > 0 {
 		// The slot, granted before the reboot, gets its whole TTL again
 		// before the wait, so that it outlasts settle_sec (validated to fit).
 		d.keepSlot(ctx, cfg)
@@ -153,7 +146,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 			out.block(0, "settle", ReasonInterrupted, "stopped during settle_sec")
 			return true
 		}
-		d.markPost(m.BootID, func(p *postProgress) { p.settled = true })
+		d.markPost(cfg, m.BootID, boot, func(p *postProgress) { p.Settled = true })
 	}
 	var res CompleteResult
 	code, err := d.deps.Child.Run(ctx, StepComplete, nil, cfg, &res)
@@ -169,9 +162,18 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		out.block(0, name, ReasonPostReboot, err.Error())
 		return true
 	}
+	if err := removePostProgress(cfg.StateDir); err != nil {
+		d.log.Warn("cannot remove the post-reboot progress file", "event", "state_dir_error", "error", err)
+	}
 	done := d.deps.Now()
 	if err := WriteFileAtomic(filepath.Join(cfg.RunDir, LastRebootFile), []byte(done.UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		d.log.Warn("cannot write the post-reboot timestamp", "event", "run_dir_error", "error", err)
+	}
+	if d.metrics != nil {
+		d.metrics.RebootDuration.Observe(done.Sub(m.RequestedAt).Seconds())
+		if !res.Freed {
+			d.metrics.SlotExpired.Inc()
+		}
 	}
 	d.log.Info("coordinated reboot completed", "event", "reboot_completed", "duration_ms", done.Sub(m.RequestedAt).Milliseconds(),
 		"requested_at", m.RequestedAt, "slot_freed", res.Freed)
@@ -179,11 +181,21 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	return false
 }
 
-func (d *Driver) markPost(bootID string, f func(*postProgress)) {
+// markPost records a post-reboot step as done, in memory and in state_dir
+// (for a restarted daemon). A file that cannot be written is logged: this
+// daemon remembers anyway, and a restart would run the step again.
+func (d *Driver) markPost(cfg config.Config, markerBoot, boot string, f func(*postProgress)) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.post.bootID == bootID {
-		f(&d.post)
+	if !d.post.is(markerBoot, boot) {
+		d.mu.Unlock()
+		return
+	}
+	f(&d.post)
+	p := d.post
+	d.mu.Unlock()
+	if err := writePostProgress(cfg.StateDir, p); err != nil {
+		d.log.Warn("cannot record the post-reboot progress; a restart of the daemon would run the step again",
+			"event", "state_dir_error", "error", err)
 	}
 }
 

@@ -257,3 +257,64 @@ func TestPostRebootInterrupted(t *testing.T) {
 		t.Errorf("child steps %v: no complete --keep after the stop", steps)
 	}
 }
+
+// A daemon restarted in the middle of the post-reboot checks (a new Driver on
+// the same state_dir) does not run the post-reboot hooks or the settle wait
+// again for the same boot; another boot, or a lost progress file, does.
+func TestPostRebootProgressSurvivesRestart(t *testing.T) {
+	tests := []struct {
+		name        string
+		between     func(t *testing.T, w *world) // after the first daemon, before the second
+		wantHooks   int
+		wantSleeps  int
+		fileRemoved bool
+	}{
+		{name: "restart in the same boot", wantHooks: 1, wantSleeps: 1, fileRemoved: true},
+		{name: "rebooted again before the checks passed", between: func(t *testing.T, w *world) {
+			w.bootID = "boot-3"
+		}, wantHooks: 2, wantSleeps: 2, fileRemoved: true},
+		{name: "progress file corrupt: the steps run again", between: func(t *testing.T, w *world) {
+			if err := os.WriteFile(filepath.Join(w.stateDir, PostProgressFile), []byte("{"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, wantHooks: 2, wantSleeps: 2, fileRemoved: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			cfg := testConfig(w)
+			cfg.SettleSec = 30
+			cfg.PostRebootHooks = []config.Hook{{Name: "uncordon", Cmd: []string{"/bin/true"}}}
+			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+			w.detect.required = false
+			// The first daemon runs the hooks and settles, then cannot free
+			// the slot (etcd down) and is restarted.
+			w.child.answers[StepComplete] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+			first := newDriver(t, w, cfg, nil)
+			if out := first.RunOnce(context.Background(), Mode{}); out.Reason != ReasonEtcd {
+				t.Fatalf("first daemon: %s %s", out.Reason, out.Detail)
+			}
+			if w.hooks.calls != 1 || len(w.slept) != 1 {
+				t.Fatalf("first daemon: hooks %d, sleeps %d", w.hooks.calls, len(w.slept))
+			}
+			if _, err := os.Stat(filepath.Join(w.stateDir, PostProgressFile)); err != nil {
+				t.Fatalf("no progress file: %v", err)
+			}
+			if tt.between != nil {
+				tt.between(t, w)
+			}
+			w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+			second := newDriver(t, w, cfg, nil)
+			out := second.RunOnce(context.Background(), Mode{})
+			if out.Step == 0 {
+				t.Fatalf("second daemon stopped at step 0: %s %s", out.Reason, out.Detail)
+			}
+			if w.hooks.calls != tt.wantHooks || len(w.slept) != tt.wantSleeps {
+				t.Errorf("hooks ran %d times, settle waited %d times; want %d and %d", w.hooks.calls, len(w.slept), tt.wantHooks, tt.wantSleeps)
+			}
+			if _, err := os.Stat(filepath.Join(w.stateDir, PostProgressFile)); !errors.Is(err, os.ErrNotExist) == tt.fileRemoved {
+				t.Errorf("progress file after completion: %v", err)
+			}
+		})
+	}
+}

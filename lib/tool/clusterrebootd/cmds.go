@@ -50,16 +50,22 @@ type validateResult struct {
 	Sources  []string         `json:"sources"`
 	Valid    bool             `json:"valid"`
 	Problems []config.Problem `json:"problems"`
+	// Warnings do not make the file invalid: a path the daemon writes that
+	// the shipped unit's sandbox keeps read-only.
+	Warnings []config.Problem `json:"warnings"`
 }
 
 func (r validateResult) Text(w io.Writer) error {
 	if r.Valid {
-		_, err := fmt.Fprintf(w, "%s: valid (%s)\n", r.Config, strings.Join(r.Sources, ", "))
-		return err
+		fmt.Fprintf(w, "%s: valid (%s)\n", r.Config, strings.Join(r.Sources, ", "))
+	} else {
+		fmt.Fprintf(w, "%s: %d problem(s)\n", r.Config, len(r.Problems))
+		for _, p := range r.Problems {
+			fmt.Fprintln(w, "  "+p.String())
+		}
 	}
-	fmt.Fprintf(w, "%s: %d problem(s)\n", r.Config, len(r.Problems))
-	for _, p := range r.Problems {
-		fmt.Fprintln(w, "  "+p.String())
+	for _, p := range r.Warnings {
+		fmt.Fprintln(w, "warning: "+p.String())
 	}
 	return nil
 }
@@ -69,7 +75,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
-	res := validateResult{Config: b.c.ConfigPath, Problems: []config.Problem{}, Sources: []string{}}
+	res := validateResult{Config: b.c.ConfigPath, Problems: []config.Problem{}, Sources: []string{}, Warnings: []config.Problem{}}
 	cfg, err := b.load(nil)
 	res.Node = cfg.NodeName
 	if s := cfg.Sources(); s != nil {
@@ -105,6 +111,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	res.Problems = append(res.Problems, untrustedCommands(&cfg, res.Problems)...)
+	res.Warnings = append(res.Warnings, sandboxWarnings(&cfg, b.root)...)
 	if len(res.Problems) > 0 {
 		err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(res.Problems), res.Problems[0])
 	}
