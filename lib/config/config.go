@@ -102,7 +102,7 @@ func GroupLockKey(lockKey, group string) string {
 
 // Detector is one entry of reboot_required_detectors.
 type Detector struct {
-	// Type is file, command, auto or kernel.
+	// Type is file, command, auto, kernel or max_uptime.
 	Type string `yaml:"type"`
 	// Name labels the detector in output; default derived from type and path/cmd.
 	Name string `yaml:"name"`
@@ -116,6 +116,9 @@ type Detector struct {
 	NotNeededExitCodes []int `yaml:"not_needed_exit_codes"`
 	// TimeoutSec bounds a command detector (default 30).
 	TimeoutSec int `yaml:"timeout_sec"`
+	// Days is, for type max_uptime, the uptime in days beyond which a
+	// reboot is needed.
+	Days int `yaml:"days"`
 }
 
 // TLS configures mutual TLS towards etcd.

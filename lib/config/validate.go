@@ -315,10 +315,20 @@ func (v *validator) detectors() {
 			if d.Path != "" || len(d.Cmd) > 0 {
 				v.bad(f, "type %s takes neither path nor cmd", d.Type)
 			}
+		case "max_uptime":
+			if d.Path != "" || len(d.Cmd) > 0 || d.TimeoutSec != 0 {
+				v.bad(f, "type max_uptime takes days only, not path, cmd or timeout_sec")
+			}
+			if d.Days < 1 || d.Days > 3650 {
+				v.bad(f+".days", "%d must be from 1 to 3650: the uptime in days beyond which a reboot is needed, e.g. 30", d.Days)
+			}
 		case "":
-			v.bad(f+".type", "is missing; use file, command, auto or kernel")
+			v.bad(f+".type", "is missing; use file, command, auto, kernel or max_uptime")
 		default:
-			v.bad(f+".type", "%q is not a detector type; use file, command, auto or kernel", d.Type)
+			v.bad(f+".type", "%q is not a detector type; use file, command, auto, kernel or max_uptime", d.Type)
+		}
+		if d.Type != "max_uptime" && d.Days != 0 {
+			v.bad(f+".days", "applies to type max_uptime only")
 		}
 		if d.Type != "command" && (len(d.SuccessExitCodes) > 0 || len(d.NotNeededExitCodes) > 0) {
 			v.bad(f, "success_exit_codes and not_needed_exit_codes apply to type command only")
