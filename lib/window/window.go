@@ -1,5 +1,8 @@
 // Package window decides whether a reboot may start now: maintenance (allow)
 // and blackout (deny) windows, evaluated on the wall clock of one time zone.
+// A window repeats every week ("Tue 22:00-23:00"), on calendar days
+// ("2nd Tue 22:00-02:00", "1st 02:00-04:00", "2026-12-24 00:00-24:00") or
+// once ("2026-12-24 00:00-2026-12-27 00:00").
 //
 // A schedule is open at an instant when no deny window contains it and,
 // if any allow window is configured, some allow window contains it; deny
