@@ -57,6 +57,14 @@ func TestRealDeps(t *testing.T) {
 	if !r.Healthy {
 		t.Errorf("gate %+v", r)
 	}
+	// The built-in checks run in the daemon's gate too, under its root: no
+	// /run/utmp there blocks (fail closed) before the script.
+	cfg.Gate.NoLoginSessions = true
+	r = d.Gate.Check(context.Background(), cfg, "pre-lock", policy.View{ReadAt: time.Now()})
+	if r.Healthy || !strings.HasPrefix(r.Reason, "login sessions unknown, so not rebooting: cannot read "+filepath.Join(root, "run", "utmp")) {
+		t.Errorf("gate with no_login_sessions and no utmp: %+v", r)
+	}
+	cfg.Gate.NoLoginSessions = false
 	if err := d.Sleep(context.Background(), time.Millisecond); err != nil {
 		t.Error(err)
 	}

@@ -15,7 +15,7 @@ PROMTOOL       := /usr/bin/promtool
 .PHONY: monitoring-check promtool-debian
 
 promtool-debian:
-	@if ! dpkg-query -W -f='$${Status}\n' prometheus 2>/dev/null | grep -q "install ok installed"; then \
+	@if ! dpkg-query -W -f='$${Status}\n' prometheus 2>/dev/null | grep "install ok installed" >/dev/null; then \
 	  policy=/usr/sbin/policy-rc.d; created=; \
 	  if [ ! -e $$policy ]; then \
 	    printf '#!/bin/sh\n# clusterrebootd make promtool-debian: start no service while installing\nexit 101\n' > $$policy; \

@@ -35,12 +35,13 @@ type Config struct {
 	// under, ending in "/". Default: the directory of lock_key plus "/".
 	EtcdNamespace string `yaml:"etcd_namespace"`
 
-	RebootCommand   []string `yaml:"reboot_command"`
-	ClusterPolicies Policies `yaml:"cluster_policies"`
-	Windows         Windows  `yaml:"windows"`
-	KillSwitchFile  string   `yaml:"kill_switch_file"`
-	Metrics         Metrics  `yaml:"metrics"`
-	DryRun          bool     `yaml:"dry_run"`
+	RebootCommand   []string   `yaml:"reboot_command"`
+	ClusterPolicies Policies   `yaml:"cluster_policies"`
+	Gate            GateChecks `yaml:"gate"`
+	Windows         Windows    `yaml:"windows"`
+	KillSwitchFile  string     `yaml:"kill_switch_file"`
+	Metrics         Metrics    `yaml:"metrics"`
+	DryRun          bool       `yaml:"dry_run"`
 	// StateDir survives reboots: the reboot marker and the reboot counter.
 	StateDir string `yaml:"state_dir"`
 	// RunDir is cleared at boot: the post-reboot timestamp (FR-SD-3).
@@ -102,7 +103,7 @@ func GroupLockKey(lockKey, group string) string {
 
 // Detector is one entry of reboot_required_detectors.
 type Detector struct {
-	// Type is file, command, auto or kernel.
+	// Type is file, command, auto, kernel or max_uptime.
 	Type string `yaml:"type"`
 	// Name labels the detector in output; default derived from type and path/cmd.
 	Name string `yaml:"name"`
@@ -116,6 +117,9 @@ type Detector struct {
 	NotNeededExitCodes []int `yaml:"not_needed_exit_codes"`
 	// TimeoutSec bounds a command detector (default 30).
 	TimeoutSec int `yaml:"timeout_sec"`
+	// Days is, for type max_uptime, the uptime in days beyond which a
+	// reboot is needed.
+	Days int `yaml:"days"`
 }
 
 // TLS configures mutual TLS towards etcd.
@@ -124,6 +128,16 @@ type TLS struct {
 	CAFile   string `yaml:"ca_file"`
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
+}
+
+// GateChecks are the opt-in built-in checks of this node, run beside the
+// health script in the pre-lock and under-lock phases (lib/gate).
+type GateChecks struct {
+	// NoLoginSessions blocks while an interactive login session is open
+	// (a USER_PROCESS entry of /run/utmp with a live process).
+	NoLoginSessions bool `yaml:"no_login_sessions"`
+	// InactiveUnits blocks while any of these systemd units is active.
+	InactiveUnits []string `yaml:"inactive_units"`
 }
 
 // Policies are the built-in cluster policies, checked before the health script.

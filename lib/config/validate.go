@@ -284,6 +284,11 @@ func (v *validator) check() {
 	if c.MaxRebootsPerDay < 1 {
 		v.bad("max_reboots_per_day", "%d must be at least 1 (default 2); use the kill switch to stop reboots", c.MaxRebootsPerDay)
 	}
+	for i, u := range c.Gate.InactiveUnits {
+		if err := ValidUnitName(u); err != nil {
+			v.bad(fmt.Sprintf("gate.inactive_units[%d]", i), "%v", err)
+		}
+	}
 	v.hooks("pre_reboot_hooks", c.PreRebootHooks)
 	v.hooks("post_reboot_hooks", c.PostRebootHooks)
 }
@@ -315,10 +320,20 @@ func (v *validator) detectors() {
 			if d.Path != "" || len(d.Cmd) > 0 {
 				v.bad(f, "type %s takes neither path nor cmd", d.Type)
 			}
+		case "max_uptime":
+			if d.Path != "" || len(d.Cmd) > 0 || d.TimeoutSec != 0 {
+				v.bad(f, "type max_uptime takes days only, not path, cmd or timeout_sec")
+			}
+			if d.Days < 1 || d.Days > 3650 {
+				v.bad(f+".days", "%d must be from 1 to 3650: the uptime in days beyond which a reboot is needed, e.g. 30", d.Days)
+			}
 		case "":
-			v.bad(f+".type", "is missing; use file, command, auto or kernel")
+			v.bad(f+".type", "is missing; use file, command, auto, kernel or max_uptime")
 		default:
-			v.bad(f+".type", "%q is not a detector type; use file, command, auto or kernel", d.Type)
+			v.bad(f+".type", "%q is not a detector type; use file, command, auto, kernel or max_uptime", d.Type)
+		}
+		if d.Type != "max_uptime" && d.Days != 0 {
+			v.bad(f+".days", "applies to type max_uptime only")
 		}
 		if d.Type != "command" && (len(d.SuccessExitCodes) > 0 || len(d.NotNeededExitCodes) > 0) {
 			v.bad(f, "success_exit_codes and not_needed_exit_codes apply to type command only")
@@ -452,6 +467,32 @@ func (v *validator) secretFile(field, p string) {
 	if fi.Mode().IsRegular() && fi.Size() == 0 {
 		v.bad(field, "%s is empty: write the secret into it", p)
 	}
+}
+
+// ValidUnitName checks a systemd unit name for gate.inactive_units: what
+// systemd allows in a name (letters, digits, ":", "-", "_", ".", "@" and
+// "\\"), with a unit type suffix, and never a leading "-", which systemctl
+// would read as an option.
+func ValidUnitName(name string) error {
+	const example = `such as "backup.service" or "fstrim.timer"`
+	switch {
+	case name == "":
+		return fmt.Errorf("is empty; give a unit name %s", example)
+	case len(name) > 255:
+		return fmt.Errorf("%q is longer than 255 characters, which no unit name is", name[:40]+"...")
+	case strings.HasPrefix(name, "-"):
+		return fmt.Errorf("%q starts with \"-\"; give a unit name %s", name, example)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(":-_.@\\", r)) {
+			return fmt.Errorf("%q has %q, which no unit name has; give a unit name %s", name, r, example)
+		}
+	}
+	dot := strings.LastIndex(name, ".")
+	if dot <= 0 || dot == len(name)-1 {
+		return fmt.Errorf("%q has no unit type suffix; write it in full, %s", name, example)
+	}
+	return nil
 }
 
 func (v *validator) hooks(field string, hooks []Hook) {

@@ -2,8 +2,8 @@
 // configured in reboot_required_detectors: a marker file (Debian's
 // /var/run/reboot-required), a command with declared exit codes (RHEL's
 // needs-restarting -r, SUSE's zypper needs-rebooting), the auto preset that
-// picks by /etc/os-release, and a kernel detector that compares the running
-// kernel with the newest installed one.
+// picks by /etc/os-release, a kernel detector that compares the running
+// kernel with the newest installed one, and max_uptime, which bounds uptime.
 //
 // The daemon calls it in-process and crd-detect wraps it. The world is
 // injected through Env (filesystem root, command runner, running kernel), so
@@ -43,6 +43,8 @@ const (
 	TypeCommand = "command"
 	TypeAuto    = "auto"
 	TypeKernel  = "kernel"
+	// TypeMaxUptime is needed when the node has been up more than days days.
+	TypeMaxUptime = "max_uptime"
 )
 
 // Env is the world detectors look at.
@@ -77,7 +79,7 @@ type Result struct {
 	// Name labels the detector (the name field, or derived from type and
 	// path/cmd); unique within one check.
 	Name string `json:"name"`
-	// Type is file, command, auto or kernel.
+	// Type is file, command, auto, kernel or max_uptime.
 	Type string `json:"type"`
 	// Required is the detector's answer; always false when Err is set.
 	Required bool `json:"required"`
@@ -97,7 +99,7 @@ type Result struct {
 type Detector interface {
 	// Name labels the detector in results, logs and metrics.
 	Name() string
-	// Type is file, command, auto or kernel.
+	// Type is file, command, auto, kernel or max_uptime.
 	Type() string
 	// Detect runs the check. It never panics; failures are in Result.Err.
 	Detect(ctx context.Context) Result
@@ -153,6 +155,9 @@ func newOne(field string, s config.Detector, env Env) (Detector, error) {
 	if s.Type != TypeCommand && (len(s.SuccessExitCodes) > 0 || len(s.NotNeededExitCodes) > 0) {
 		return nil, exitcode.Errorf(exitcode.Config, "%s: success_exit_codes and not_needed_exit_codes apply to type command only", field)
 	}
+	if s.Type != TypeMaxUptime && s.Days != 0 {
+		return nil, exitcode.Errorf(exitcode.Config, "%s.days: applies to type max_uptime only", field)
+	}
 	switch s.Type {
 	case TypeFile:
 		return newFile(field, s, env)
@@ -166,10 +171,18 @@ func newOne(field string, s config.Detector, env Env) (Detector, error) {
 			return &auto{name: orDefault(s.Name, TypeAuto), timeout: timeoutOf(s), env: env}, nil
 		}
 		return &kernel{name: orDefault(s.Name, TypeKernel), env: env}, nil
+	case TypeMaxUptime:
+		if s.Path != "" || len(s.Cmd) > 0 || s.TimeoutSec != 0 {
+			return nil, exitcode.Errorf(exitcode.Config, "%s: type max_uptime takes days only, not path, cmd or timeout_sec", field)
+		}
+		if s.Days < 1 || s.Days > MaxUptimeDaysLimit {
+			return nil, exitcode.Errorf(exitcode.Config, "%s.days: %d must be from 1 to %d: the uptime in days beyond which a reboot is needed, e.g. 30", field, s.Days, MaxUptimeDaysLimit)
+		}
+		return &uptime{name: orDefault(s.Name, TypeMaxUptime), days: s.Days, env: env}, nil
 	case "":
-		return nil, exitcode.Errorf(exitcode.Config, "%s.type: is missing; use file, command, auto or kernel", field)
+		return nil, exitcode.Errorf(exitcode.Config, "%s.type: is missing; use file, command, auto, kernel or max_uptime", field)
 	default:
-		return nil, exitcode.Errorf(exitcode.Config, "%s.type: %q is not a detector type; use file, command, auto or kernel", field, s.Type)
+		return nil, exitcode.Errorf(exitcode.Config, "%s.type: %q is not a detector type; use file, command, auto, kernel or max_uptime", field, s.Type)
 	}
 }
 

@@ -10,6 +10,10 @@
 // cannot be trusted (see CheckScript) never runs. The contract for script
 // authors is docs/health-gate.md.
 //
+// Before the script, in the pre-lock and under-lock phases, Run runs the
+// opt-in built-in checks of the gate section (see Checks): no interactive
+// login session, none of some systemd units active.
+//
 // The daemon calls Run for the pre-lock and post-reboot phases and runs the
 // under-lock check as a child in the lock's context; crd-gate is the same
 // call from the command line.
@@ -77,6 +81,9 @@ type Context struct {
 	ForbidIfOnlyFallbackLeft bool
 	// DryRun tells the script no reboot will follow (CRD_DRY_RUN).
 	DryRun bool
+	// Checks are the built-in checks run before the script in the
+	// pre-lock and under-lock phases; they are not passed to the script.
+	Checks Checks
 }
 
 // Environ is the complete environment of the script: the context, a fixed
@@ -127,6 +134,10 @@ type Result struct {
 	StderrTruncated bool   `json:"stderr_truncated"`
 	// Reason is the one-line verdict.
 	Reason string `json:"reason"`
+	// Checks are the built-in checks that ran, in order (gate.no_login_sessions,
+	// gate.inactive_units); omitted when none is configured or the phase
+	// is post-reboot.
+	Checks []CheckResult `json:"checks,omitempty"`
 
 	err error
 }
@@ -167,6 +178,25 @@ func Run(ctx context.Context, runner proc.Runner, script string, timeout time.Du
 	if timeout <= 0 {
 		return fail(exitcode.Errorf(exitcode.Config, "gate: health timeout %s: must be positive; set health_timeout_sec", timeout))
 	}
+	var passed []string
+	if c.Phase != PhasePostReboot {
+		checks, err := runChecks(ctx, runner, c.Checks, timeout)
+		res.Checks = checks
+		if err != nil {
+			return fail(err)
+		}
+		var blocked []string
+		for _, chk := range checks {
+			if chk.Passed {
+				passed = append(passed, chk.Reason)
+			} else {
+				blocked = append(blocked, chk.Reason)
+			}
+		}
+		if len(blocked) > 0 {
+			return fail(exitcode.Errorf(exitcode.HealthBlocked, "gate: %s", strings.Join(blocked, "; ")))
+		}
+	}
 	if script == "" {
 		return fail(exitcode.Errorf(exitcode.HealthBlocked, "gate: %s", NoScriptReason))
 	}
@@ -199,7 +229,7 @@ func Run(ctx context.Context, runner proc.Runner, script string, timeout time.Du
 		return blocked("exited %d%s", pr.ExitCode, outputTail(pr))
 	}
 	res.Healthy = true
-	res.Reason = fmt.Sprintf("health script %s exited 0", script)
+	res.Reason = strings.Join(append(passed, fmt.Sprintf("health script %s exited 0", script)), "; ")
 	return res
 }
 
@@ -269,6 +299,7 @@ func FromConfig(cfg config.Config, phase string) Context {
 		MinHealthyAbsolute:       cfg.ClusterPolicies.MinHealthyAbsolute,
 		ForbidIfOnlyFallbackLeft: cfg.ClusterPolicies.ForbidIfOnlyFallbackLeft,
 		DryRun:                   cfg.DryRun,
+		Checks:                   ChecksFromConfig(cfg),
 	}
 }
 

@@ -33,11 +33,15 @@ func (iv interval) contains(m int) bool {
 	return ((m-iv.start)%minutesPerWeek+minutesPerWeek)%minutesPerWeek < iv.length
 }
 
-// Window is one parsed window specification.
+// Window is one parsed window specification: exactly one of intervals
+// (the weekly forms), calendar (a daily span on picked dates) or dated (one
+// dated span) is set.
 type Window struct {
 	// Spec is the specification as written (surrounding space trimmed).
 	Spec      string
 	intervals []interval
+	calendar  *calendarSpan
+	dated     *datedSpan
 }
 
 // SpecError says what is wrong with a window specification and shows a
@@ -58,19 +62,25 @@ func (e *SpecError) Error() string {
 const (
 	exampleDaily = "Tue 22:00-23:00"
 	exampleDays  = "Mon-Fri 22:00-23:00"
-	forms        = `want DAYS HH:MM-HH:MM ("Mon-Fri 22:00-23:00", "* 23:00-06:00") or DAY HH:MM-DAY HH:MM ("Fri 18:00-Mon 08:00")`
+	forms        = `want DAYS HH:MM-HH:MM ("Mon-Fri 22:00-23:00", "* 23:00-06:00", "2nd Tue 22:00-02:00", ` +
+		`"last Fri 20:00-24:00", "Sat after 2nd Tue 02:00-06:00", "1st 02:00-04:00", "2026-12-24,2026-12-31 00:00-24:00"), ` +
+		`DAY HH:MM-DAY HH:MM ("Fri 18:00-Mon 08:00") or DATE HH:MM-DATE HH:MM ("2026-12-24 00:00-2026-12-27 00:00")`
 )
 
 // Validate checks one window specification. It accepts
 //
-//	DAYS HH:MM-HH:MM      a daily span on each of DAYS
-//	DAY HH:MM-DAY HH:MM   one span from a day and time to a day and time
+//	DAYS HH:MM-HH:MM          a daily span on each of DAYS
+//	DAY HH:MM-DAY HH:MM       one weekly span from a day and time to a day and time
+//	DATE HH:MM-DATE HH:MM     one dated span ("2026-12-24 00:00-2026-12-27 00:00")
 //
-// where DAYS is "*" (every day), a day ("Tue", "tuesday"; any case), a list
-// ("Mon,Wed,Fri"), a range ("Mon-Fri", "Sat-Mon" wraps the week) or a list of
-// days and ranges ("Mon-Wed,Fri"). A daily span whose end is not after its
-// start wraps midnight and belongs to the day it starts on: "Fri 23:00-01:00"
-// is Friday 23:00 until Saturday 01:00. "24:00" is allowed as an end time.
+// where DAYS is "*" (every day) or a comma list of: a day ("Tue", "tuesday";
+// any case), a range ("Mon-Fri", "Sat-Mon" wraps the week), a weekday of the
+// month ("2nd Tue", "last Fri"), a day after one ("Sat after 2nd Tue"), a
+// day of the month ("1st", "15th", "last") or a date ("2026-12-24"). A daily
+// span whose end is not after its start wraps midnight and belongs to the
+// day it starts on: "Fri 23:00-01:00" is Friday 23:00 until Saturday 01:00,
+// "2nd Tue 22:00-02:00" runs into the Wednesday after. "24:00" is allowed
+// as an end time.
 // The error, a *SpecError, says what is wrong and shows a correct example.
 func Validate(spec string) error {
 	_, err := Parse(spec)
@@ -87,12 +97,15 @@ func Parse(spec string) (Window, error) {
 	if norm == "" {
 		return fail(exampleDaily, "empty window: give days and a time span")
 	}
-	daysPart, timesPart, ok := strings.Cut(norm, " ")
+	daysPart, timesPart, ok := splitDays(norm)
 	if !ok {
 		return fail(exampleDaily, "missing the time span: %s", forms)
 	}
 	if len(strings.Fields(norm)) >= 5 && !strings.Contains(norm, ":") {
 		return fail(exampleDaily, "looks like a cron expression, which windows are not: %s", forms)
+	}
+	if isCalendar(daysPart) {
+		return parseCalendar(w, spec, daysPart, timesPart)
 	}
 	startText, endText, ok := strings.Cut(timesPart, "-")
 	if !ok {
@@ -127,6 +140,25 @@ func Parse(spec string) (Window, error) {
 		}
 	}
 	return w, nil
+}
+
+// splitDays splits a normalized specification into the days and the time
+// span. The span starts at the first word after the first that holds a ":"
+// (a clock), or else is the last word: the days may have several words
+// ("Sat after 2nd Tue"), a time span always has a clock.
+func splitDays(norm string) (days, times string, ok bool) {
+	words := strings.Split(norm, " ")
+	if len(words) < 2 {
+		return "", "", false
+	}
+	at := len(words) - 1
+	for i := 1; i < len(words); i++ {
+		if strings.Contains(words[i], ":") {
+			at = i
+			break
+		}
+	}
+	return strings.Join(words[:at], " "), strings.Join(words[at:], " "), true
 }
 
 // parseSpan finishes the "DAY HH:MM-DAY HH:MM" form.
@@ -234,8 +266,7 @@ func unknownDay(s string) string {
 	if s == "*" {
 		return "\"*\" stands alone (every day); it cannot be part of a list or range"
 	}
-	return fmt.Sprintf("unknown day %q: use Mon, Tue, Wed, Thu, Fri, Sat or Sun (or the full name), "+
-		"* for every day, a list \"Mon,Wed\" or a range \"Mon-Fri\"", s)
+	return fmt.Sprintf("unknown day %q: %s", s, dayForms)
 }
 
 // parseClock parses H:MM or HH:MM into minutes after midnight. 24:00 is

@@ -1,5 +1,8 @@
 // Package window decides whether a reboot may start now: maintenance (allow)
 // and blackout (deny) windows, evaluated on the wall clock of one time zone.
+// A window repeats every week ("Tue 22:00-23:00"), on calendar days
+// ("2nd Tue 22:00-02:00", "1st 02:00-04:00", "2026-12-24 00:00-24:00") or
+// once ("2026-12-24 00:00-2026-12-27 00:00").
 //
 // A schedule is open at an instant when no deny window contains it and,
 // if any allow window is configured, some allow window contains it; deny
@@ -26,10 +29,20 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
-// Horizon is how far ahead At looks for the next opening and closing. A
-// weekly schedule repeats within eight days even across a daylight saving
-// change; two weeks leave room for zones that skipped a whole day.
+// Horizon is how far ahead At looks for the next opening and closing when
+// every window is weekly. A weekly schedule repeats within eight days even
+// across a daylight saving change; two weeks leave room for zones that
+// skipped a whole day.
 const Horizon = 15 * 24 * time.Hour
+
+// CalendarHorizon is how far ahead At looks when some window is monthly or
+// dated: a year and a month, so that a yearly date and the rarest monthly
+// days ("5th Sat", "31st") are found.
+const CalendarHorizon = 400 * 24 * time.Hour
+
+// chunk is how much of the horizon is searched at once, so that a change
+// found early ends the search early.
+const chunk = 16 * 24 * time.Hour
 
 // Schedule is a parsed set of allow and deny windows in one location.
 // It is immutable and safe for concurrent use.
@@ -40,6 +53,10 @@ type Schedule struct {
 	// which some window starts or ends: the only wall-clock readings at
 	// which the decision can change.
 	bounds [7][]int
+	// calendar holds the monthly and dated windows, whose boundaries are
+	// found date by date.
+	calendar []Window
+	horizon  time.Duration
 }
 
 // Decision is the answer of Schedule.At.
@@ -70,7 +87,7 @@ func New(allow, deny []string, loc *time.Location) (*Schedule, error) {
 	if loc == nil {
 		return nil, exitcode.Errorf(exitcode.Internal, "window: no location given (a bug: pass time.UTC or a loaded zone)")
 	}
-	s := &Schedule{loc: loc}
+	s := &Schedule{loc: loc, horizon: Horizon}
 	var err error
 	if s.allow, err = parseAll("allow", allow); err != nil {
 		return nil, err
@@ -79,6 +96,10 @@ func New(allow, deny []string, loc *time.Location) (*Schedule, error) {
 		return nil, err
 	}
 	for _, w := range append(slices.Clone(s.allow), s.deny...) {
+		if w.calendar != nil || w.dated != nil {
+			s.calendar = append(s.calendar, w)
+			s.horizon = CalendarHorizon
+		}
 		for _, iv := range w.intervals {
 			s.addBound(iv.start)
 			s.addBound(iv.start + iv.length)
@@ -110,6 +131,10 @@ func (s *Schedule) addBound(weekMinute int) {
 // Location is the zone the schedule is evaluated in.
 func (s *Schedule) Location() *time.Location { return s.loc }
 
+// Horizon is how far ahead At looks for NextOpen and NextClose: Horizon
+// for weekly windows, CalendarHorizon when a monthly or dated one is set.
+func (s *Schedule) Horizon() time.Duration { return s.horizon }
+
 // At decides whether the schedule is open at t, and when that changes next.
 func (s *Schedule) At(t time.Time) Decision {
 	d := s.decide(t)
@@ -125,7 +150,7 @@ func (s *Schedule) decide(t time.Time) Decision {
 	if len(s.allow)+len(s.deny) == 0 {
 		return Decision{Open: true, Reason: "no windows configured"}
 	}
-	m := weekMinute(t.In(s.loc))
+	m := wallOf(t.In(s.loc))
 	for _, w := range s.deny {
 		if w.contains(m) {
 			return Decision{Reason: fmt.Sprintf("inside deny window %q", w.Spec), Window: w.Spec}
@@ -142,37 +167,43 @@ func (s *Schedule) decide(t time.Time) Decision {
 	return Decision{Reason: "outside every allow window"}
 }
 
-// changes walks every instant within Horizon after t at which the decision
-// can change and returns the first opening and the first closing.
+// changes walks every instant within the horizon after t at which the
+// decision can change and returns the first opening and the first closing.
 func (s *Schedule) changes(t time.Time, open bool) (nextOpen, nextClose time.Time) {
 	state := open
-	for _, c := range s.candidates(t) {
-		o := s.decide(c).Open
-		if o == state {
-			continue
+	end := t.Add(s.horizon)
+	for from := t; from.Before(end); from = from.Add(chunk) {
+		to := from.Add(chunk)
+		if to.After(end) {
+			to = end
 		}
-		state = o
-		if o && nextOpen.IsZero() {
-			nextOpen = c
-		} else if !o && nextClose.IsZero() {
-			nextClose = c
-		}
-		if !nextOpen.IsZero() && !nextClose.IsZero() {
-			break
+		for _, c := range s.candidates(from, to) {
+			o := s.decide(c).Open
+			if o == state {
+				continue
+			}
+			state = o
+			if o && nextOpen.IsZero() {
+				nextOpen = c
+			} else if !o && nextClose.IsZero() {
+				nextClose = c
+			}
+			if !nextOpen.IsZero() && !nextClose.IsZero() {
+				return nextOpen, nextClose
+			}
 		}
 	}
 	return nextOpen, nextClose
 }
 
-// candidates returns, sorted, every instant in (t, t+Horizon] at which the
+// candidates returns, sorted, every instant in (t, end] at which the
 // wall clock of loc either jumps (a zone transition) or shows a window
 // boundary. Between two consecutive candidates the wall clock runs on without
 // crossing a boundary, so the decision cannot change there. A boundary
 // reading is turned into instants once per UTC offset in use, keeping those
 // where the clock really shows it: none in a spring-forward gap, two in a
 // repeated autumn hour.
-func (s *Schedule) candidates(t time.Time) []time.Time {
-	end := t.Add(Horizon)
+func (s *Schedule) candidates(t, end time.Time) []time.Time {
 	local := t.In(s.loc)
 	_, offset := local.Zone()
 	offsets := []int{offset}
@@ -189,10 +220,10 @@ func (s *Schedule) candidates(t time.Time) []time.Time {
 		}
 	}
 	year, month, day := local.Date()
-	for i := -1; i <= int(Horizon/(24*time.Hour))+1; i++ {
+	// A calendar span starts up to two days before the date it ends on.
+	for i := -2; i <= int(end.Sub(t)/(24*time.Hour))+2; i++ {
 		date := time.Date(year, month, day+i, 0, 0, 0, 0, time.UTC) // the wall-clock date, read as UTC
-		for _, minute := range s.bounds[weekday(date)] {
-			wall := date.Add(time.Duration(minute) * time.Minute)
+		for _, wall := range s.boundsOn(date) {
 			for _, off := range offsets {
 				at := wall.Add(-time.Duration(off) * time.Second).In(s.loc)
 				if _, o := at.Zone(); o != off || !at.After(t) || at.After(end) {
@@ -206,10 +237,58 @@ func (s *Schedule) candidates(t time.Time) []time.Time {
 	return slices.CompactFunc(out, func(a, b time.Time) bool { return a.Equal(b) })
 }
 
-// contains reports whether minute-of-week m is inside w.
-func (w Window) contains(m int) bool {
+// boundsOn returns the wall-clock readings (read as UTC) on date at which
+// some window starts or ends; a calendar span started on date may end on
+// the next one.
+func (s *Schedule) boundsOn(date time.Time) []time.Time {
+	var out []time.Time
+	at := func(minute int64) { out = append(out, date.Add(time.Duration(minute)*time.Minute)) }
+	for _, minute := range s.bounds[weekday(date)] {
+		at(int64(minute))
+	}
+	first := wallMinutes(date, 0)
+	for _, w := range s.calendar {
+		switch {
+		case w.calendar != nil && w.calendar.picks(date):
+			at(int64(w.calendar.start))
+			at(int64(w.calendar.start + w.calendar.length))
+		case w.dated != nil:
+			for _, m := range []int64{w.dated.from, w.dated.to} {
+				if m >= first && m < first+minutesPerDay {
+					at(m - first)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// wall is a reading of the wall clock, to the minute.
+type wall struct {
+	date       time.Time // the date, midnight UTC
+	minute     int       // minutes after midnight
+	weekMinute int       // minute of the week, Monday 00:00 = 0
+}
+
+// wallOf reads t's wall clock.
+func wallOf(t time.Time) wall {
+	y, m, d := t.Date()
+	date := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	minute := t.Hour()*60 + t.Minute()
+	return wall{date: date, minute: minute, weekMinute: weekday(date)*minutesPerDay + minute}
+}
+
+// contains reports whether the wall-clock reading c is inside w.
+func (w Window) contains(c wall) bool {
+	switch {
+	case w.calendar != nil:
+		return w.calendar.contains(c.date, c.minute)
+	case w.dated != nil:
+		m := wallMinutes(c.date, c.minute)
+		return m >= w.dated.from && m < w.dated.to
+	}
 	for _, iv := range w.intervals {
-		if iv.contains(m) {
+		if iv.contains(c.weekMinute) {
 			return true
 		}
 	}
@@ -218,11 +297,6 @@ func (w Window) contains(m int) bool {
 
 // weekday is t's day of the week, Monday = 0.
 func weekday(t time.Time) int { return (int(t.Weekday()) + 6) % 7 }
-
-// weekMinute is the minute of the week of t's wall clock, Monday 00:00 = 0.
-func weekMinute(t time.Time) int {
-	return weekday(t)*minutesPerDay + t.Hour()*60 + t.Minute()
-}
 
 // LoadLocation resolves a windows.timezone value: an IANA name such as
 // "Europe/Berlin", "UTC", or "Local" (also the empty string) for the host's

@@ -295,3 +295,20 @@ func BenchmarkAt(b *testing.B) {
 		s.At(at)
 	}
 }
+
+// BenchmarkAtCalendar measures a decision whose look-ahead searches the whole
+// calendar horizon: an allow window in the past never opens again.
+func BenchmarkAtCalendar(b *testing.B) {
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New([]string{"2nd Tue 22:00-02:00", "2025-12-24 00:00-24:00"}, append([]string{"* 00:00-24:00"}, prdDeny...), loc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := time.Date(2026, 10, 20, 12, 0, 0, 0, loc)
+	for b.Loop() {
+		s.At(at)
+	}
+}

@@ -38,6 +38,10 @@ func TestParseDetector(t *testing.T) {
 		{"command: ", config.Detector{}, "needs a command"},
 		{"", config.Detector{}, "unknown detector"},
 		{"magic:x", config.Detector{}, `unknown detector "magic:x"`},
+		{"max_uptime:30", config.Detector{Type: "max_uptime", Days: 30}, ""},
+		{"max_uptime", config.Detector{}, "needs a number of days"},
+		{"max_uptime:0", config.Detector{}, "needs a number of days"},
+		{"max_uptime:30d", config.Detector{}, "needs a number of days"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -48,7 +52,7 @@ func TestParseDetector(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got.Type != tt.want.Type || got.Path != tt.want.Path || strings.Join(got.Cmd, "|") != strings.Join(tt.want.Cmd, "|") {
+			if err != nil || got.Type != tt.want.Type || got.Path != tt.want.Path || got.Days != tt.want.Days || strings.Join(got.Cmd, "|") != strings.Join(tt.want.Cmd, "|") {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
 			}
 		})

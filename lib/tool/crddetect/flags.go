@@ -3,6 +3,7 @@ package crddetect
 import (
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -17,7 +18,7 @@ type options struct {
 }
 
 func (o *options) register(fs *flag.FlagSet) {
-	fs.Var(detectorFlag{&o.detectors, ""}, "detector", "detector `SPEC` replacing reboot_required_detectors (repeatable): auto, kernel, file:PATH or command:ARGV (ARGV split on spaces)")
+	fs.Var(detectorFlag{&o.detectors, ""}, "detector", "detector `SPEC` replacing reboot_required_detectors (repeatable): auto, kernel, file:PATH, command:ARGV (ARGV split on spaces) or max_uptime:DAYS")
 	fs.Var(detectorFlag{&o.detectors, "file"}, "detector-file", "marker `PATH` whose existence means a reboot is needed; same as --detector file:PATH (repeatable)")
 	fs.Var(detectorFlag{&o.detectors, "command"}, "detector-cmd", "`ARGV` (split on spaces, no shell) whose exit 1 means needed and 0 not needed; same as --detector command:ARGV (repeatable)")
 	fs.IntVar(&o.timeoutSec, "detector-timeout", 0, "`seconds` each command detector may run (overrides timeout_sec; default 30)")
@@ -63,7 +64,8 @@ func (f detectorFlag) Set(v string) error {
 	return nil
 }
 
-// parseDetector reads TYPE[:ARG]: auto, kernel, file:PATH, command:ARGV.
+// parseDetector reads TYPE[:ARG]: auto, kernel, file:PATH, command:ARGV,
+// max_uptime:DAYS.
 func parseDetector(spec string) (config.Detector, error) {
 	typ, arg, hasArg := strings.Cut(spec, ":")
 	switch typ {
@@ -83,7 +85,13 @@ func parseDetector(spec string) (config.Detector, error) {
 			return config.Detector{}, fmt.Errorf("command detector needs a command, e.g. command:'needs-restarting -r'")
 		}
 		return config.Detector{Type: typ, Cmd: argv}, nil
+	case "max_uptime":
+		days, err := strconv.Atoi(arg)
+		if err != nil || days < 1 {
+			return config.Detector{}, fmt.Errorf("max_uptime detector needs a number of days, e.g. max_uptime:30")
+		}
+		return config.Detector{Type: typ, Days: days}, nil
 	default:
-		return config.Detector{}, fmt.Errorf("unknown detector %q; use auto, kernel, file:PATH or command:ARGV", spec)
+		return config.Detector{}, fmt.Errorf("unknown detector %q; use auto, kernel, file:PATH, command:ARGV or max_uptime:DAYS", spec)
 	}
 }

@@ -6,6 +6,7 @@
 //
 //	crd-gate [--script PATH] [--timeout DURATION] [--phase pre-lock|under-lock|post-reboot]
 //	         [--cluster-size N] [--fallback-set NODE,...] [--dry-run]
+//	         [--no-login-sessions] [--inactive-unit UNIT]... [--root DIR]
 //	         [--config FILE] [--node NAME] [--format json|text] [--log-level L] [--log-format F]
 //
 // Description:
@@ -21,6 +22,12 @@
 // health_timeout_sec (or --timeout) the whole process group is terminated.
 // stdout and stderr are captured up to 64 KiB each and reported.
 //
+// Before the script, in the pre-lock and under-lock phases, the opt-in
+// built-in checks of the gate section run (or --no-login-sessions and
+// --inactive-unit): no interactive login session in /run/utmp, none of the
+// listed systemd units active (systemctl is-active). Each blocks with a
+// reason naming the session or unit, and blocks when it cannot tell.
+//
 // With no health_script configured, crd-gate blocks (fail closed); set
 // health_script to /bin/true to reboot without a cluster health check.
 //
@@ -32,7 +39,7 @@
 //
 //	0    healthy: the script exited 0
 //	2    configuration: bad flag or config, script missing, not executable, or writable by others
-//	3    blocked: the script exited non-zero, timed out, was killed, could not start, or none is configured
+//	3    blocked: a built-in check blocked, or the script exited non-zero, timed out, was killed, could not start, or none is configured
 //	130  interrupted
 //
 // Example:
@@ -82,6 +89,13 @@ func (r *Result) Text(w io.Writer) error {
 	default:
 		fmt.Fprintf(w, "error: %s\n", r.Error)
 	}
+	for _, chk := range r.Checks {
+		state := "passed"
+		if !chk.Passed {
+			state = "blocked"
+		}
+		fmt.Fprintf(w, "  %s: %s: %s\n", chk.Name, state, chk.Reason)
+	}
 	writeStream(w, "stdout", r.Stdout, r.StdoutTruncated)
 	writeStream(w, "stderr", r.Stderr, r.StderrTruncated)
 	return nil
@@ -113,6 +127,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	clusterSize := fs.Int("cluster-size", 0, "`number` of nodes passed as CLUSTER_SIZE (0: unknown, passed empty; normally set by the daemon)")
 	fallbackSet := fs.String("fallback-set", "", "comma-separated fallback `nodes` passed as FALLBACK_SET (default cluster_policies.fallback_nodes)")
 	dryRun := fs.Bool("dry-run", false, "tell the script no reboot follows (CRD_DRY_RUN=true; overrides dry_run)")
+	noLogins := fs.Bool("no-login-sessions", false, "block while an interactive login session is open (overrides gate.no_login_sessions)")
+	var units unitList
+	fs.Var(&units, "inactive-unit", "block while systemd `unit` is active (repeatable; replaces gate.inactive_units; '' for none)")
+	root := fs.String("root", "/", "filesystem root `DIR` that /run/utmp and /proc are read under (for tests and containers)")
 
 	res := &Result{Header: report.Header{Tool: Tool}}
 	res.Phase = *phase
@@ -151,6 +169,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if cli.IsSet(fs, "dry-run") {
 			cfg.DryRun = *dryRun
 		}
+		if cli.IsSet(fs, "no-login-sessions") {
+			cfg.Gate.NoLoginSessions = *noLogins
+		}
+		if cli.IsSet(fs, "inactive-unit") {
+			cfg.Gate.InactiveUnits = units
+		}
 	})
 	res.Node = cfg.NodeName
 	if err != nil {
@@ -158,6 +182,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	gctx := gate.FromConfig(cfg, *phase)
 	gctx.ClusterSize = *clusterSize
+	gctx.Checks.Root = *root
 	if cli.IsSet(fs, "fallback-set") {
 		gctx.FallbackSet = splitList(*fallbackSet)
 	}
@@ -193,6 +218,19 @@ func tail(s string) string {
 		return s
 	}
 	return "..." + strings.ToValidUTF8(s[len(s)-logTail:], "")
+}
+
+// unitList is a repeatable flag of unit names; an empty value adds none,
+// so an empty --inactive-unit replaces the configured list with an empty one.
+type unitList []string
+
+func (u *unitList) String() string { return strings.Join(*u, ",") }
+
+func (u *unitList) Set(v string) error {
+	if v != "" {
+		*u = append(*u, v)
+	}
+	return nil
 }
 
 // splitList splits "a, b,,c" into [a b c].

@@ -51,9 +51,6 @@ import (
 
 const tool = "crd-window"
 
-// horizonDays is how far ahead next_open and next_close are looked for.
-const horizonDays = int(window.Horizon / (24 * time.Hour))
-
 // Result is the one JSON object crd-window prints.
 type Result struct {
 	report.Header
@@ -68,12 +65,15 @@ type Result struct {
 	// At is the evaluated instant, RFC3339 in Timezone.
 	At string `json:"at"`
 	// NextOpen and NextClose are the next closed→open and open→closed
-	// changes, RFC3339 in Timezone; omitted when there is none within 15 days.
+	// changes, RFC3339 in Timezone; omitted when there is none within the
+	// horizon (15 days, 400 with a monthly or dated window).
 	NextOpen  string `json:"next_open,omitempty"`
 	NextClose string `json:"next_close,omitempty"`
 	// Allow and Deny are the windows that were evaluated.
 	Allow []string `json:"allow"`
 	Deny  []string `json:"deny"`
+	// horizonDays is how far ahead NextOpen and NextClose were looked for.
+	horizonDays int
 }
 
 // Text renders the result in a line or two for people.
@@ -88,7 +88,7 @@ func (r *Result) Text(w io.Writer) error {
 	}
 	line := fmt.Sprintf("%s until %s (%s)", state, next, r.Reason)
 	if next == "" {
-		line = fmt.Sprintf("%s, with no %s in the next %d days (%s)", state, change, horizonDays, r.Reason)
+		line = fmt.Sprintf("%s, with no %s in the next %d days (%s)", state, change, r.horizonDays, r.Reason)
 	}
 	_, err := fmt.Fprintf(w, "%s\nevaluated at %s in %s\n", line, r.At, r.Timezone)
 	return err
@@ -236,13 +236,14 @@ func evaluate(fs *flag.FlagSet, c *cli.Common, o *options, res *Result, stderr i
 		return err
 	}
 	d := sched.At(at)
+	res.horizonDays = int(sched.Horizon() / (24 * time.Hour))
 	res.Open, res.Reason, res.Window = d.Open, d.Reason, d.Window
 	res.NextOpen, res.NextClose = rfc3339(d.NextOpen), rfc3339(d.NextClose)
 	logger.Debug("window decision", "open", d.Open, "reason", d.Reason, "at", res.At, "timezone", res.Timezone)
 	if d.Open {
 		return nil
 	}
-	next := fmt.Sprintf("no opening within the next %d days", horizonDays)
+	next := fmt.Sprintf("no opening within the next %d days", res.horizonDays)
 	if res.NextOpen != "" {
 		next = "opens at " + res.NextOpen
 	}
