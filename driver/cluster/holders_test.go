@@ -132,3 +132,80 @@ func TestMaxHoldersTwoOfThree(t *testing.T) {
 		t.Errorf("%d nodes were rebooting at once with max_holders 2:\n%s", most, b)
 	}
 }
+
+// TestTwoLimitsAtOnce: one per rack (max_holders 1 per group) and two
+// fleet-wide (max_holders_total 2), six nodes in three racks, each rebooting
+// twice at once. Neither limit is ever exceeded.
+func TestTwoLimitsAtOnce(t *testing.T) {
+	ns := nsName(t)
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan string, 32)
+	for i := range 6 {
+		rack := fmt.Sprintf("rack%d", i%3)
+		n := newNode(t, embedded.Endpoint, ns, fmt.Sprintf("node-%d", i))
+		n.cfg["group"] = rack
+		n.cfg["max_holders"] = 1
+		n.cfg["max_holders_total"] = 2
+		n.boot = n.name + "-boot-0"
+		script(t, filepath.Join(n.dir, "reboot.sh"), `echo "start $1 `+rack+` $(date +%s.%N)" >> `+ledger)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 2 {
+				o := n.run("cycle", "--attempt", strconv.Itoa(round+1))
+				if o.code != exitcode.OK {
+					errs <- fmt.Sprintf("%s round %d: cycle = %d %s", n.name, round, o.code, o.stdout)
+					return
+				}
+				time.Sleep(150 * time.Millisecond) // the reboot
+				mu.Lock()
+				if f, err := os.OpenFile(ledger, os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+					fmt.Fprintf(f, "end %s %s %.9f\n", n.name, rack, float64(time.Now().UnixNano())/1e9)
+					f.Close()
+				}
+				mu.Unlock()
+				n.boot = fmt.Sprintf("%s-boot-%d", n.name, round+1)
+				if o := n.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
+					errs <- fmt.Sprintf("%s round %d: complete = %d %s", n.name, round, o.code, o.stdout)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	b, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]float64{}
+	all := []interval{}
+	perRack := map[string][]interval{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		at, _ := strconv.ParseFloat(f[3], 64)
+		if f[0] == "start" {
+			open[f[1]] = at
+			continue
+		}
+		iv := interval{f[1], open[f[1]], at}
+		all = append(all, iv)
+		perRack[f[2]] = append(perRack[f[2]], iv)
+	}
+	if len(all) != 12 {
+		t.Fatalf("ledger has %d complete intervals, want 12:\n%s", len(all), b)
+	}
+	if most := maxOverlap(all); most > 2 {
+		t.Errorf("%d nodes were rebooting at once with max_holders_total 2:\n%s", most, b)
+	}
+	for rack, iv := range perRack {
+		if most := maxOverlap(iv); most > 1 {
+			t.Errorf("%d nodes of %s were rebooting at once with max_holders 1:\n%s", most, rack, b)
+		}
+	}
+}

@@ -24,6 +24,9 @@ type Config struct {
 	LockKey    string `yaml:"lock_key"`
 	LockTTLSec int    `yaml:"lock_ttl_sec"`
 	MaxHolders int    `yaml:"max_holders"`
+	// MaxHoldersTotal bounds the nodes rebooting at once across every group
+	// of the lock (0: no bound beyond max_holders per group).
+	MaxHoldersTotal int `yaml:"max_holders_total"`
 	Group      string `yaml:"group"`
 
 	EtcdEndpoints      []string `yaml:"etcd_endpoints"`

@@ -390,6 +390,9 @@ func (v *validator) lock() {
 	if c.MaxHolders < 1 {
 		v.bad("max_holders", "%d must be at least 1", c.MaxHolders)
 	}
+	if c.MaxHoldersTotal < 0 {
+		v.bad("max_holders_total", "%d must not be negative (0: no fleet-wide bound beyond max_holders per group)", c.MaxHoldersTotal)
+	}
 	if c.Group != "" && !validName(c.Group, 63, false) {
 		v.bad("group", "%q must be letters, digits, '.', '_' or '-' (at most 63)", c.Group)
 	}

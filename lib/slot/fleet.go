@@ -28,8 +28,10 @@ type Fleet struct {
 	Lock, Group string
 	// Node, BootID and MachineID are this machine.
 	Node, BootID, MachineID string
-	// MaxHolders is this node's max_holders.
+	// MaxHolders is this node's max_holders (per group); MaxTotal its
+	// max_holders_total (across the lock's groups, 0: none).
 	MaxHolders int
+	MaxTotal   int
 	// TTL is reboot_slot_ttl_sec: the slot's lease, never kept alive.
 	TTL time.Duration
 	// RPCTimeout bounds each request.
@@ -48,7 +50,7 @@ func FromConfig(c *clientv3.Client, cfg config.Config, bootID, machineID string)
 	}
 	return Fleet{
 		Client: c, NS: cfg.Namespace(), Lock: strings.TrimSuffix(cfg.LockKey, "/"), Group: cfg.Group,
-		Node: cfg.NodeName, BootID: bootID, MachineID: machineID, MaxHolders: cfg.MaxHolders,
+		Node: cfg.NodeName, BootID: bootID, MachineID: machineID, MaxHolders: cfg.MaxHolders, MaxTotal: cfg.MaxHoldersTotal,
 		TTL: time.Duration(cfg.RebootSlotTTLSec) * time.Second, RPCTimeout: rpc, Policies: cfg.ClusterPolicies,
 	}
 }
@@ -99,6 +101,12 @@ type Count struct {
 	// MaxHolders is the smallest max_holders among this node, the seats of
 	// the line and the counted slots.
 	MaxHolders int
+	// Total are the distinct machines holding a reboot slot of the lock in
+	// any group (or an unbound slot), this one included; MaxTotal bounds
+	// them (0: no bound), the smallest max_holders_total among this node and
+	// the slots.
+	Total    []Member
+	MaxTotal int
 	// Disagree lists the distinct max_holders values seen when they differ.
 	Disagree []int
 	// View is the health records and the slots of this lock (any group)
@@ -112,8 +120,11 @@ type Count struct {
 	Problem error
 }
 
-// Full reports whether the node must wait: more machines present than allowed.
-func (c Count) Full() bool { return len(c.Members) > c.MaxHolders }
+// Full reports whether the node must wait: more machines present than
+// allowed in its group, or in the whole lock.
+func (c Count) Full() bool {
+	return len(c.Members) > c.MaxHolders || (c.MaxTotal > 0 && len(c.Total) > c.MaxTotal)
+}
 
 // Nodes are the members' names, sorted (a name twice when two machines share it).
 func (c Count) Nodes() []string {
@@ -133,7 +144,7 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()
 	resp, err := f.Client.Txn(rctx).Then(
-		clientv3.OpGet(f.SeatKey()+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(f.Lock+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		clientv3.OpGet(Dir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(RecordsDir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(PauseKey(f.NS)),
@@ -141,54 +152,74 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 	if err != nil {
 		return Count{}, err
 	}
-	c := Count{Revision: resp.Header.Revision, MaxHolders: f.MaxHolders}
+	c := Count{Revision: resp.Header.Revision, MaxHolders: f.MaxHolders, MaxTotal: f.MaxTotal}
 	c.View = policy.View{Nodes: []policy.NodeRecord{}, Rebooting: []policy.Slot{}, ReadAt: f.now().UTC()}
 	self := Member{Node: f.Node, BootID: f.BootID, MachineID: f.MachineID, Via: "self", Key: seat}
 	seen := map[string]bool{self.id(): true}
+	seenTotal := map[string]bool{self.id(): true}
 	c.Members = []Member{self}
+	c.Total = []Member{self}
 	maxSeen := map[int]bool{f.MaxHolders: true}
-	add := func(m Member) {
+	add := func(m Member, ownGroup bool) {
 		if f.sameName(m) && c.Problem == nil {
 			c.Problem = exitcode.Errorf(exitcode.Config,
 				"slot: node_name %q is used by another machine too (machine id %s, boot id %s, %s %s): give every machine a unique node_name",
 				f.Node, orUnknown(m.MachineID), orUnknown(m.BootID), m.Via, m.Key)
 		}
-		if !seen[m.id()] {
+		// The fleet-wide count is of slots only: seat holders of other groups
+		// are not down, and counting them would let three groups' holders
+		// wait on each other for ever. The slot transaction's revision guard
+		// serialises the slot takes across groups, so each take saw every
+		// slot before it.
+		if m.Via == "slot" && !seenTotal[m.id()] {
+			seenTotal[m.id()] = true
+			c.Total = append(c.Total, m)
+		}
+		if ownGroup && !seen[m.id()] {
 			seen[m.id()] = true
 			c.Members = append(c.Members, m)
 		}
 	}
 
-	// Seats: the holders of the line, the prefix of entries each of which
-	// is within the smallest max_holders ahead of it and its own.
-	running, position := 0, -1
+	// Seats: in each group's line (the lock itself and lock/<group>), the
+	// holders are the prefix of entries each of which is within the smallest
+	// max_holders ahead of it and its own.
+	type line struct{ running, position int }
+	lines := map[string]*line{}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		if !lock.IsEntry(f.SeatKey(), string(kv.Key)) {
+		key := string(kv.Key)
+		parent := key[:strings.LastIndex(key, "/")]
+		if parent != f.Lock && !(strings.HasPrefix(parent, f.Lock+"/") && !strings.Contains(parent[len(f.Lock)+1:], "/")) {
 			continue
 		}
-		position++
+		l := lines[parent]
+		if l == nil {
+			l = &line{position: -1}
+			lines[parent] = l
+		}
+		l.position++
 		var a lock.Annotation
 		if json.Unmarshal(kv.Value, &a) != nil || a.MaxHolders < 1 {
 			a.MaxHolders = 1
 		}
-		maxSeen[a.MaxHolders] = true
-		if running == 0 || a.MaxHolders < running {
-			running = a.MaxHolders
+		if l.running == 0 || a.MaxHolders < l.running {
+			l.running = a.MaxHolders
 		}
-		if a.MaxHolders < c.MaxHolders {
-			c.MaxHolders = a.MaxHolders
+		own := parent == f.SeatKey()
+		if own {
+			maxSeen[a.MaxHolders] = true
+			if a.MaxHolders < c.MaxHolders {
+				c.MaxHolders = a.MaxHolders
+			}
 		}
-		if string(kv.Key) == seat {
-			continue
-		}
-		if position >= running {
-			continue // a waiter: not present, but its max_holders counts
+		if key == seat || l.position >= l.running {
+			continue // this node, or a waiter (its max_holders counts all the same)
 		}
 		who := a.Node
 		if who == "" {
-			who = "entry " + string(kv.Key) // etcdctl lock: someone unknown
+			who = "entry " + key // etcdctl lock: someone unknown
 		}
-		add(Member{Node: who, BootID: a.BootID, MachineID: a.MachineID, Via: "seat", Key: string(kv.Key)})
+		add(Member{Node: who, BootID: a.BootID, MachineID: a.MachineID, Via: "seat", Key: key}, own)
 	}
 
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
@@ -204,10 +235,11 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 			continue
 		}
 		c.View.Rebooting = append(c.View.Rebooting, p.Policy())
-		if !p.Counts(f.Lock, f.Group) {
-			continue // another group of this lock
+		if p.MaxTotal > 0 && (c.MaxTotal == 0 || p.MaxTotal < c.MaxTotal) {
+			c.MaxTotal = p.MaxTotal
 		}
-		if p.MaxHolders > 0 {
+		own := p.Counts(f.Lock, f.Group) // else another group of this lock
+		if own && p.MaxHolders > 0 {
 			maxSeen[p.MaxHolders] = true
 			if p.MaxHolders < c.MaxHolders {
 				c.MaxHolders = p.MaxHolders
@@ -216,7 +248,7 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 		if p.Node == f.Node && p.BootID == f.BootID && f.BootID != "" {
 			continue // this machine's own slot: self
 		}
-		add(Member{Node: p.Node, BootID: p.BootID, MachineID: p.MachineID, Via: "slot", Key: string(kv.Key)})
+		add(Member{Node: p.Node, BootID: p.BootID, MachineID: p.MachineID, Via: "slot", Key: string(kv.Key)}, own)
 	}
 
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
@@ -248,6 +280,7 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 		sort.Ints(c.Disagree)
 	}
 	sort.SliceStable(c.Members[1:], func(i, j int) bool { return c.Members[1+i].Node < c.Members[1+j].Node })
+	sort.SliceStable(c.Total[1:], func(i, j int) bool { return c.Total[1+i].Node < c.Total[1+j].Node })
 	return c, nil
 }
 
@@ -328,7 +361,7 @@ func (f Fleet) Take(ctx context.Context, ownerCmp clientv3.Cmp, seatKey string, 
 		// here raced with its creation.
 		return nil, ErrChanged
 	}
-	v := Value{Node: f.Node, Lock: f.Lock, Group: f.Group, Since: f.now().UTC(), BootID: f.BootID, MachineID: f.MachineID, MaxHolders: f.MaxHolders}
+	v := Value{Node: f.Node, Lock: f.Lock, Group: f.Group, Since: f.now().UTC(), BootID: f.BootID, MachineID: f.MachineID, MaxHolders: f.MaxHolders, MaxTotal: f.MaxTotal}
 	val, _ := json.Marshal(v)
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()
@@ -377,8 +410,8 @@ func Free(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID) error
 	return err
 }
 
-// Wait blocks until a slot of the namespace or a seat of this node's lock
-// changes after rev, or for recheck at most (a watch can lose a deletion on
+// Wait blocks until a slot of the namespace or a seat of the lock (any
+// group) changes after rev, or for recheck at most (a watch can lose a deletion on
 // some etcd releases: see lock.Recheck). A broken watch returns after a
 // pause of a second, so the caller counts again rather than spin.
 func (f Fleet) Wait(ctx context.Context, rev int64, recheck time.Duration) error {
@@ -388,7 +421,7 @@ func (f Fleet) Wait(ctx context.Context, rev int64, recheck time.Duration) error
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	slots := f.Client.Watch(wctx, Dir(f.NS), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	seats := f.Client.Watch(wctx, f.SeatKey()+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	seats := f.Client.Watch(wctx, f.Lock+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	t := time.NewTimer(recheck)
 	defer t.Stop()
 	var wr clientv3.WatchResponse

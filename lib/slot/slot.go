@@ -58,6 +58,7 @@ type Value struct {
 	BootID     string    `json:"boot_id,omitempty"`
 	MachineID  string    `json:"machine_id,omitempty"`
 	MaxHolders int       `json:"max_holders,omitempty"`
+	MaxTotal   int       `json:"max_total,omitempty"`
 }
 
 // Parsed is a slot as read: its value, and whether it is bound to a lock and
