@@ -7,6 +7,7 @@
 //	crd-lock release [--key K] [--group G] [--holder NODE] [--force]
 //	crd-lock complete [--keep]
 //	crd-lock release [--key K] [--group G] --leaseless --force
+//	crd-lock serve fleetlock [--listen ADDR] [--tls-cert F --tls-key F [--tls-client-ca F]] [--default-group G] [--seat-timeout D]
 //	crd-lock acquire   (not supported by design; see below)
 //
 // Description:
@@ -28,7 +29,9 @@
 // status prints the holders and the waiters in order; release revokes the
 // lease of a stuck holder or evicts a waiter (another node's only with
 // --force; an evicted hold stops with exit 4), or deletes entries that have
-// no lease (--leaseless --force). acquire is not
+// no lease (--leaseless --force). serve fleetlock answers Fedora CoreOS
+// (Zincati) and Flatcar nodes over the FleetLock protocol with reboot slots
+// of this lock (lib/fleetlock, docs/fleetlock.md). acquire is not
 // offered: a lock that outlives the process that took it is the stuck lock
 // this tool exists to avoid; wrap the work with hold instead.
 //
@@ -92,6 +95,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runRelease(ctx, rest, stdout, stderr)
 	case "complete":
 		return runComplete(ctx, rest, stdout, stderr)
+	case "serve":
+		return runServe(ctx, rest, stdout, stderr)
 	case "step":
 		// The daemon's cluster steps (docs/cluster-protocol.md): the error is in
 		// the JSON result the daemon reads, and stderr carries JSON log lines
