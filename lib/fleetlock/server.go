@@ -101,7 +101,7 @@ func (s *Server) ours(p *slot.Parsed, f slot.Fleet) bool {
 // policies, in the transaction guarded by that count.
 func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error) {
 	f := s.fleet(id, s.LockGroup(group))
-	if res, err, done := s.recursive(ctx, f); done {
+	if res, done, err := s.recursive(ctx, f); done {
 		return res, err
 	}
 	held, err := s.seat(ctx, f)
@@ -169,23 +169,23 @@ func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error
 
 // recursive answers a pre-reboot whose client already holds its slot (done
 // is true then, or when the slot under its name is someone else's).
-func (s *Server) recursive(ctx context.Context, f slot.Fleet) (Result, error, bool) {
+func (s *Server) recursive(ctx context.Context, f slot.Fleet) (Result, bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, f.RPCTimeout)
 	defer cancel()
 	resp, err := f.Client.Get(rctx, f.Key())
 	if err != nil {
-		return "", s.etcdErr("reading the reboot slot "+f.Key(), err), true
+		return "", true, s.etcdErr("reading the reboot slot "+f.Key(), err)
 	}
 	if len(resp.Kvs) == 0 {
-		return "", nil, false
+		return "", false, nil
 	}
 	kv := resp.Kvs[0]
 	p := slot.Parse(f.NS, string(kv.Key), kv.Value, kv.Lease, kv.ModRevision)
 	if !s.ours(&p, f) || p.Group != f.Group {
-		return "", conflict(f.Node, &p), true
+		return "", true, conflict(f.Node, &p)
 	}
 	s.renew(ctx, f, p)
-	return AlreadyHeld, nil, true
+	return AlreadyHeld, true, nil
 }
 
 // renew gives the holder's slot its whole TTL again, but only while the
