@@ -79,11 +79,11 @@ const tool = "crd-lock"
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		// One line on stderr, as for every usage error: it says what to do.
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release or complete (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release, complete or serve (see crd-lock SUBCOMMAND --help, man crd-lock)")
 		return writeUsageError(stdout, "", err)
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release|complete [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release|complete|serve [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
 		return flag.ErrHelp
 	}
 	switch sub, rest := args[0], args[1:]; sub {
@@ -108,7 +108,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock)")
 		return writeUsageError(stdout, sub, err)
 	default:
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status, release or complete", sub)
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status, release, complete or serve", sub)
 		return writeUsageError(stdout, "", err)
 	}
 }
