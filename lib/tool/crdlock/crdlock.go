@@ -7,6 +7,7 @@
 //	crd-lock release [--key K] [--group G] [--holder NODE] [--force]
 //	crd-lock complete [--keep]
 //	crd-lock release [--key K] [--group G] --leaseless --force
+//	crd-lock serve fleetlock [--listen ADDR] [--tls-cert F --tls-key F [--tls-client-ca F]] [--default-group G] [--seat-timeout D]
 //	crd-lock acquire   (not supported by design; see below)
 //
 // Description:
@@ -28,7 +29,9 @@
 // status prints the holders and the waiters in order; release revokes the
 // lease of a stuck holder or evicts a waiter (another node's only with
 // --force; an evicted hold stops with exit 4), or deletes entries that have
-// no lease (--leaseless --force). acquire is not
+// no lease (--leaseless --force). serve fleetlock answers Fedora CoreOS
+// (Zincati) and Flatcar nodes over the FleetLock protocol with reboot slots
+// of this lock (lib/fleetlock, docs/fleetlock.md). acquire is not
 // offered: a lock that outlives the process that took it is the stuck lock
 // this tool exists to avoid; wrap the work with hold instead.
 //
@@ -76,11 +79,11 @@ const tool = "crd-lock"
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		// One line on stderr, as for every usage error: it says what to do.
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release or complete (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release, complete or serve (see crd-lock SUBCOMMAND --help, man crd-lock)")
 		return writeUsageError(stdout, "", err)
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release|complete [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
+		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release|complete|serve [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
 		return flag.ErrHelp
 	}
 	switch sub, rest := args[0], args[1:]; sub {
@@ -92,6 +95,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runRelease(ctx, rest, stdout, stderr)
 	case "complete":
 		return runComplete(ctx, rest, stdout, stderr)
+	case "serve":
+		return runServe(ctx, rest, stdout, stderr)
 	case "step":
 		// The daemon's cluster steps (docs/cluster-protocol.md): the error is in
 		// the JSON result the daemon reads, and stderr carries JSON log lines
@@ -103,7 +108,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock)")
 		return writeUsageError(stdout, sub, err)
 	default:
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status, release or complete", sub)
+		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status, release, complete or serve", sub)
 		return writeUsageError(stdout, "", err)
 	}
 }

@@ -1,0 +1,348 @@
+package fleetlock
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+)
+
+// setup starts a FleetLock server for lock <ns>lock (max_holders 1 unless
+// mutate says otherwise) on the embedded etcd, behind httptest.
+func setup(t *testing.T, mutate func(*Server)) (*Server, client, *clientv3.Client) {
+	t.Helper()
+	c := newClient(t)
+	ns := "/t/" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
+	cfg := config.Default()
+	cfg.LockKey, cfg.MaxHolders, cfg.LockTTLSec, cfg.EtcdDialTimeoutSec = ns+"lock", 1, 5, 3
+	s := &Server{Client: c, Config: cfg, SeatTimeout: 2 * time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if mutate != nil {
+		mutate(s)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = c.Delete(ctx, ns, clientv3.WithPrefix())
+	})
+	return s, newTestClient(t, hs.URL+"/", "zincati"), c
+}
+
+// daemonSlot takes a reboot slot for a clusterrebootd node as the daemon
+// and `crd-lock hold --reboot-slot` do: seat, count, guarded take.
+func daemonSlot(t *testing.T, c *clientv3.Client, cfg config.Config, node, group string) (*slot.Held, slot.Fleet) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg.NodeName, cfg.Group = node, group
+	boot, machine := "boot-"+node, "machine-"+node
+	held, err := lock.Acquire(ctx, c, lock.FromConfig(cfg, boot, machine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	f := slot.FromConfig(c, cfg, boot, machine)
+	n, err := f.Count(ctx, held.Entry())
+	if err != nil || n.Full() {
+		t.Fatalf("daemon %s counts %s (%v): cannot take a slot", node, n.Describe(), err)
+	}
+	lease, err := f.Grant(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.Take(ctx, held.IsOwnerCmp(), held.Entry(), n, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, f
+}
+
+func want(t *testing.T, what string, got reply, status int, kind string) {
+	t.Helper()
+	if got.Status != status || got.Kind != kind {
+		t.Fatalf("%s: status %d kind %q (%s), want %d %q", what, got.Status, got.Kind, got.Value, status, kind)
+	}
+}
+
+func TestProtocolErrors(t *testing.T) {
+	_, cl, _ := setup(t, nil)
+	body := `{"client_params":{"id":"a","group":"default"}}`
+	hdr := map[string]string{"fleet-lock-protocol": "true"}
+	for _, tc := range []struct {
+		name, method, path string
+		header             map[string]string
+		body               string
+		status             int
+		kind               string
+	}{
+		{"GET", http.MethodGet, "v1/pre-reboot", hdr, body, 405, KindMethodNotAllowed},
+		{"PUT", http.MethodPut, "v1/steady-state", hdr, body, 405, KindMethodNotAllowed},
+		{"unknown path", http.MethodPost, "v1/reboot", hdr, body, 404, KindNotFound},
+		{"v2", http.MethodPost, "v2/pre-reboot", hdr, body, 404, KindNotFound},
+		{"no header", http.MethodPost, "v1/pre-reboot", nil, body, 400, KindMissingHeader},
+		{"header false", http.MethodPost, "v1/steady-state", map[string]string{"fleet-lock-protocol": "false"}, body, 400, KindMissingHeader},
+		{"not JSON", http.MethodPost, "v1/pre-reboot", hdr, `id=a`, 400, KindInvalidBody},
+		{"empty body", http.MethodPost, "v1/pre-reboot", hdr, ``, 400, KindInvalidBody},
+		{"no client_params", http.MethodPost, "v1/pre-reboot", hdr, `{"id":"a","group":"default"}`, 400, KindInvalidBody},
+		{"client_params not an object", http.MethodPost, "v1/pre-reboot", hdr, `{"client_params":"a"}`, 400, KindInvalidBody},
+		{"too large", http.MethodPost, "v1/pre-reboot", hdr, `{"x":"` + strings.Repeat("a", 20000) + `"}`, 400, KindInvalidBody},
+		{"no id", http.MethodPost, "v1/pre-reboot", hdr, `{"client_params":{"group":"default"}}`, 400, KindInvalidID},
+		{"empty id", http.MethodPost, "v1/steady-state", hdr, `{"client_params":{"id":"","group":"default"}}`, 400, KindInvalidID},
+		{"id with slash", http.MethodPost, "v1/pre-reboot", hdr, `{"client_params":{"id":"a/../b","group":"default"}}`, 400, KindInvalidID},
+		{"id with space", http.MethodPost, "v1/pre-reboot", hdr, `{"client_params":{"id":"a b","group":"default"}}`, 400, KindInvalidID},
+		{"no group", http.MethodPost, "v1/pre-reboot", hdr, `{"client_params":{"id":"a"}}`, 400, KindInvalidGroup},
+		{"group with underscore", http.MethodPost, "v1/pre-reboot", hdr, `{"client_params":{"id":"a","group":"a_b"}}`, 400, KindInvalidGroup},
+		{"group with slash", http.MethodPost, "v1/steady-state", hdr, `{"client_params":{"id":"a","group":"a/b"}}`, 400, KindInvalidGroup},
+		{"group too long", http.MethodPost, "v1/pre-reboot", hdr, `{"client_params":{"id":"a","group":"` + strings.Repeat("g", 64) + `"}}`, 400, KindInvalidGroup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want(t, tc.name, cl.raw(tc.method, cl.base+tc.path, tc.header, []byte(tc.body)), tc.status, tc.kind)
+		})
+	}
+}
+
+func TestLockUnlock(t *testing.T) {
+	s, zincati, c := setup(t, nil)
+	flatcar := newTestClient(t, strings.TrimSuffix(zincati.base, "/"), "flatcar")
+	ctx := context.Background()
+
+	r := zincati.preReboot("a", "default")
+	want(t, "first pre-reboot", r, 200, "")
+	if r.Result != Locked {
+		t.Fatalf("result %q, want locked", r.Result)
+	}
+	got, err := c.Get(ctx, slot.Key(s.Config.Namespace(), "a"))
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("no slot for a: %v", err)
+	}
+	p := slot.Parse(s.Config.Namespace(), string(got.Kvs[0].Key), got.Kvs[0].Value, got.Kvs[0].Lease, got.Kvs[0].ModRevision)
+	if !p.Bound || p.BootID != "fleetlock:a" || p.Lock != s.Config.LockKey || p.Group != "" || p.Lease == 0 {
+		t.Fatalf("slot value %+v: want boot_id fleetlock:a, lock %s, the ungrouped lock, a lease", p, s.Config.LockKey)
+	}
+	ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(p.Lease))
+	if err != nil || ttl.GrantedTTL != 1800 {
+		t.Fatalf("slot lease granted %d s (%v), want reboot_slot_ttl_sec 1800", ttl.GrantedTTL, err)
+	}
+
+	// Recursive: the holder asking again gets 200, every tick.
+	for range 3 {
+		if r := zincati.preReboot("a", "default"); r.Status != 200 || r.Result != AlreadyHeld {
+			t.Fatalf("re-sent pre-reboot: %d %q %s, want 200 already_held", r.Status, r.Result, r.Value)
+		}
+	}
+	// Another client waits: the group's one slot is taken.
+	want(t, "b while a holds", flatcar.preReboot("b", "default"), 423, KindSemaphoreFull)
+	// steady-state frees only the caller's slot.
+	want(t, "steady-state b", flatcar.steadyState("b", "default"), 200, "")
+	want(t, "b still refused", zincati.preReboot("b", "default"), 423, KindSemaphoreFull)
+	if r := zincati.steadyState("a", "default"); r.Status != 200 || r.Result != Unlocked {
+		t.Fatalf("steady-state a: %d %q, want 200 unlocked", r.Status, r.Result)
+	}
+	if r := zincati.steadyState("a", "default"); r.Status != 200 || r.Result != NotHeld {
+		t.Fatalf("steady-state a again: %d %q, want 200 not_held", r.Status, r.Result)
+	}
+	if r := flatcar.preReboot("b", "default"); r.Status != 200 || r.Result != Locked {
+		t.Fatalf("b after a's steady-state: %d %q %s, want 200 locked", r.Status, r.Result, r.Value)
+	}
+	// The seats were short-lived: none is left in the line.
+	info, err := lock.Entries(ctx, c, s.Config.LockKey)
+	if err != nil || len(info.Holders)+len(info.Waiters) != 0 {
+		t.Fatalf("seats left behind: %+v (%v)", info, err)
+	}
+}
+
+// A FleetLock client and clusterrebootd nodes count against one max_holders,
+// both ways, and the smallest max_holders in the line counts.
+func TestCountedWithDaemonSlots(t *testing.T) {
+	s, cl, c := setup(t, func(s *Server) { s.Config.MaxHolders = 2 })
+	cfg := s.Config
+	cfg.MaxHolders = 1
+	d1, _ := daemonSlot(t, c, cfg, "d1", "")
+	// d1's slot says max_holders 1: the smallest counts, the server's 2 does not.
+	want(t, "pre-reboot beside d1 (max_holders 1)", cl.preReboot("f1", "default"), 423, KindSemaphoreFull)
+	ctx := context.Background()
+	if err := slot.Free(ctx, c, d1.Lease); err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxHolders = 2
+	daemonSlot(t, c, cfg, "d2", "")
+	want(t, "pre-reboot beside d2 (max_holders 2)", cl.preReboot("f1", "default"), 200, "")
+	want(t, "a third node", cl.preReboot("f2", "default"), 423, KindSemaphoreFull)
+
+	// The other way: a daemon counts the FleetLock client's slot.
+	cfg.NodeName = "d3"
+	f := slot.FromConfig(c, cfg, "boot-d3", "machine-d3")
+	n, err := f.Count(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Full() || !strings.Contains(n.Describe(), "f1(slot)") {
+		t.Fatalf("daemon d3 counts %s, want f1's slot counted and the group full", n.Describe())
+	}
+}
+
+// A group is a budget of its own; "default" is the ungrouped lock.
+func TestGroupBudget(t *testing.T) {
+	s, cl, c := setup(t, nil)
+	want(t, "workers w1", cl.preReboot("w1", "workers"), 200, "")
+	want(t, "workers w2", cl.preReboot("w2", "workers"), 423, KindSemaphoreFull)
+	want(t, "default d1", cl.preReboot("d1", "default"), 200, "")
+	// A daemon of group workers counts w1.
+	cfg := s.Config
+	cfg.NodeName, cfg.Group = "n1", "workers"
+	n, err := slot.FromConfig(c, cfg, "boot-n1", "m-n1").Count(context.Background(), "")
+	if err != nil || !n.Full() {
+		t.Fatalf("daemon of group workers counts %s (%v), want full", n.Describe(), err)
+	}
+	// A client that changed group holds its slot in the old one.
+	want(t, "w1 in another group", cl.preReboot("w1", "db"), 409, KindIDConflict)
+	want(t, "steady-state w1 (any group)", cl.steadyState("w1", "db"), 200, "")
+	want(t, "workers w2 after w1", cl.preReboot("w2", "workers"), 200, "")
+}
+
+// "default" can map to a lock group instead of the ungrouped lock.
+func TestDefaultGroupMapping(t *testing.T) {
+	s, cl, c := setup(t, func(s *Server) { s.DefaultGroupMapsTo = "fcos" })
+	want(t, "default", cl.preReboot("a", "default"), 200, "")
+	want(t, "fcos", cl.preReboot("b", "fcos"), 423, KindSemaphoreFull)
+	got, err := c.Get(context.Background(), slot.Key(s.Config.Namespace(), "a"))
+	if err != nil || len(got.Kvs) != 1 || !strings.Contains(string(got.Kvs[0].Value), `"group":"fcos"`) {
+		t.Fatalf("slot of a: %v %v, want group fcos", got, err)
+	}
+}
+
+func TestPauseRefuses(t *testing.T) {
+	s, cl, c := setup(t, nil)
+	ctx := context.Background()
+	want(t, "holder before the pause", cl.preReboot("a", "default"), 200, "")
+	if _, err := c.Put(ctx, slot.PauseKey(s.Config.Namespace()), `{"reason":"incident 42","by":"ops"}`); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "steady-state a", cl.steadyState("a", "default"), 200, "")
+	r := cl.preReboot("b", "default")
+	want(t, "paused", r, 423, KindPaused)
+	if !strings.Contains(r.Value, "incident 42") {
+		t.Fatalf("value %q does not name the pause's reason", r.Value)
+	}
+	if _, err := c.Delete(ctx, slot.PauseKey(s.Config.Namespace())); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "resumed", cl.preReboot("b", "default"), 200, "")
+}
+
+func TestPolicyRefuses(t *testing.T) {
+	_, cl, _ := setup(t, func(s *Server) { s.Config.ClusterPolicies.MinHealthyAbsolute = 1 })
+	want(t, "no healthy node would stay", cl.preReboot("a", "default"), 423, KindPolicy)
+}
+
+// A clusterrebootd node's name is not a FleetLock client's: its slot is
+// refused to the client and left alone by steady-state.
+func TestIDConflict(t *testing.T) {
+	s, cl, c := setup(t, func(s *Server) { s.Config.MaxHolders = 3 })
+	cfg := s.Config
+	daemonSlot(t, c, cfg, "n1", "")
+	want(t, "pre-reboot as n1", cl.preReboot("n1", "default"), 409, KindIDConflict)
+	want(t, "steady-state as n1", cl.steadyState("n1", "default"), 200, "")
+	got, err := c.Get(context.Background(), slot.Key(s.Config.Namespace(), "n1"))
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("the daemon's slot n1 was deleted by a FleetLock steady-state (%v)", err)
+	}
+}
+
+// A busy line (a seat held by a node checking its health) makes the
+// request give up after the seat timeout: the client asks again.
+func TestBusyLine(t *testing.T) {
+	s, cl, c := setup(t, func(s *Server) { s.SeatTimeout = time.Second })
+	cfg := s.Config
+	cfg.NodeName = "pipeline"
+	held, err := lock.Acquire(context.Background(), c, lock.FromConfig(cfg, "boot-p", "m-p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "seat held by another node", cl.preReboot("a", "default"), 423, KindSemaphoreFull)
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "seat free", cl.preReboot("a", "default"), 200, "")
+}
+
+// A client that never sends steady-state frees its slot when the slot's
+// lease runs out: the budget does not stay blocked (airlock's semaphore
+// would, until someone edits etcd).
+func TestSlotExpires(t *testing.T) {
+	_, cl, _ := setup(t, func(s *Server) { s.SlotTTL = 2 * time.Second })
+	want(t, "a", cl.preReboot("a", "default"), 200, "")
+	want(t, "b while a holds", cl.preReboot("b", "default"), 423, KindSemaphoreFull)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := cl.preReboot("b", "default")
+		if r.Status == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b still refused (%d %s) long after a's slot TTL of 2s", r.Status, r.Value)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// The holder's re-sends renew its slot only while the slot is younger than
+// its TTL: a client that keeps asking cannot keep the slot for ever.
+func TestRenewBounded(t *testing.T) {
+	var offset time.Duration
+	s, cl, c := setup(t, func(s *Server) {
+		s.SlotTTL = 6 * time.Second
+		s.Now = func() time.Time { return time.Now().Add(offset) }
+	})
+	ctx := context.Background()
+	want(t, "a", cl.preReboot("a", "default"), 200, "")
+	got, err := c.Get(ctx, slot.Key(s.Config.Namespace(), "a"))
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatal(err)
+	}
+	lease := clientv3.LeaseID(got.Kvs[0].Lease)
+	remaining := func() int64 {
+		ttl, err := c.TimeToLive(ctx, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ttl.TTL
+	}
+	time.Sleep(2 * time.Second)
+	want(t, "re-send while young", cl.preReboot("a", "default"), 200, "")
+	if r := remaining(); r < 5 {
+		t.Fatalf("after a re-send 2 s into a 6 s slot, %d s remain: want it renewed", r)
+	}
+	offset = 7 * time.Second // the slot is older than its TTL now
+	time.Sleep(2 * time.Second)
+	want(t, "re-send when old", cl.preReboot("a", "default"), 200, "")
+	if r := remaining(); r > 4 {
+		t.Fatalf("after a re-send by an old slot, %d s remain: want no renewal", r)
+	}
+}
+
+// Two servers on one etcd give the same answers: all state is in etcd.
+func TestTwoServers(t *testing.T) {
+	s, one, _ := setup(t, nil)
+	hs := httptest.NewServer(&Server{Client: s.Client, Config: s.Config, SeatTimeout: time.Second, Log: s.Log})
+	defer hs.Close()
+	two := newTestClient(t, hs.URL, "zincati")
+	want(t, "a via one", one.preReboot("a", "default"), 200, "")
+	if r := two.preReboot("a", "default"); r.Status != 200 || r.Result != AlreadyHeld {
+		t.Fatalf("a via two: %d %q, want already_held", r.Status, r.Result)
+	}
+	want(t, "b via two", two.preReboot("b", "default"), 423, KindSemaphoreFull)
+	want(t, "a unlocks via two", two.steadyState("a", "default"), 200, "")
+	want(t, "b via one", one.preReboot("b", "default"), 200, "")
+}

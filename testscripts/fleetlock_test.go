@@ -1,0 +1,63 @@
+package testscripts
+
+import (
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestFleetLockScripts runs testscripts/fleetlock/*.txtar: `crd-lock serve
+// fleetlock` started in the background on a free loopback port and spoken
+// to with curl, the protocol's own example client. Besides the shared
+// commands they have:
+//
+//	free-port VAR
+//	    sets VAR to a TCP port free on 127.0.0.1 at that moment.
+//	wait-listen ADDR
+//	    waits up to 30 s until ADDR (host:port) accepts connections.
+func TestFleetLockScripts(t *testing.T) {
+	p := Params("fleetlock")
+	for name, cmd := range LockCmds() {
+		p.Cmds[name] = cmd
+	}
+	p.Cmds["free-port"] = cmdFreePort
+	p.Cmds["wait-listen"] = cmdWaitListen
+	files, err := filepath.Glob("fleetlock/*.txtar")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fleetlock scripts: %v", err)
+	}
+	testscript.Run(t, p)
+}
+
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: free-port VAR")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ts.Check(ln.Close())
+	ts.Setenv(args[0], strconv.Itoa(port))
+}
+
+func cmdWaitListen(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: wait-listen HOST:PORT")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", args[0], time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("wait-listen: %s not listening after 30s: %v", args[0], err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
