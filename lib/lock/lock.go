@@ -302,22 +302,26 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, myKey string, myRev int64) error {
 	queued := false
 	for {
-		ahead, rev, err := entriesAhead(ctx, c, o, myKey, myRev)
+		info, err := entriesAhead(ctx, c, o, myKey, myRev)
 		if err != nil && ctx.Err() != nil {
 			return errInLine
 		}
 		if err != nil {
 			return err
 		}
+		ahead, rev := info.keys, info.rev
 		if len(ahead) < o.MaxHolders {
 			// Ahead of us are fewer than our max_holders; each of them may
 			// allow fewer (a line whose nodes disagree): the smallest counts.
-			limit, err := smallestAhead(ctx, c, o, myRev, len(ahead))
-			if err != nil && ctx.Err() != nil {
-				return errInLine
-			}
-			if err != nil {
-				return err
+			limit := info.limit
+			if !info.limitKnown {
+				limit, err = smallestAhead(ctx, c, o, myRev, len(ahead))
+				if err != nil && ctx.Err() != nil {
+					return errInLine
+				}
+				if err != nil {
+					return err
+				}
 			}
 			if len(ahead) < limit {
 				return nil
@@ -343,27 +347,58 @@ func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session
 
 // entriesAhead lists the entries created before ours (oldest first) and
 // checks that ours still exists.
-func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey string, myRev int64) ([]string, int64, error) {
+func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey string, myRev int64) (aheadInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
 	defer cancel()
-	resp, err := c.Txn(rctx).Then(
+	ops := []clientv3.Op{
 		clientv3.OpGet(myKey),
 		clientv3.OpGet(o.Key+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(myRev-1),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-	).Commit()
+	}
+	if o.MaxHolders > 1 {
+		// The first entries with their values, in the same read: a waiter
+		// with fewer than max_holders ahead needs their max_holders too.
+		ops = append(ops, clientv3.OpGet(o.Key+"/", clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(o.MaxHolders))))
+	}
+	resp, err := c.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
-		return nil, 0, err
+		return aheadInfo{}, err
 	}
 	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
-		return nil, 0, entryGone(ctx, c, o, myKey)
+		return aheadInfo{}, entryGone(ctx, c, o, myKey)
 	}
-	var ahead []string
+	a := aheadInfo{rev: resp.Header.Revision, limit: o.MaxHolders}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		if IsEntry(o.Key, string(kv.Key)) {
-			ahead = append(ahead, string(kv.Key))
+			a.keys = append(a.keys, string(kv.Key))
 		}
 	}
-	return ahead, resp.Header.Revision, nil
+	if o.MaxHolders == 1 {
+		a.limitKnown = true
+		return a, nil
+	}
+	seen := 0
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if IsEntry(o.Key, string(kv.Key)) {
+			seen++
+			a.limit = min(a.limit, entryMaxHolders(kv.Value))
+		}
+	}
+	// Complete when every entry ahead was among the first read with values
+	// (entries of nested group locks can take places in that read).
+	a.limitKnown = seen == len(a.keys)
+	return a, nil
+}
+
+// aheadInfo is what a waiter reads of the line ahead of it.
+type aheadInfo struct {
+	keys []string
+	rev  int64
+	// limit is the smallest max_holders of ours and of the entries ahead
+	// read with their values; limitKnown says they were all of them.
+	limit      int
+	limitKnown bool
 }
 
 // smallestAhead is the smallest max_holders among our own and the n entries

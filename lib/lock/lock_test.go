@@ -791,3 +791,43 @@ func proxied(t *testing.T) (*etcdtest.Proxy, *clientv3.Client) {
 	t.Cleanup(p.Close)
 	return p, newClient(t, "http://"+p.Addr)
 }
+
+// Contenders that disagree on max_holders: the smallest in the line counts.
+// A holds with max_holders 1; B, with 3, must not hold with it. Once A is
+// gone, B holds; C, with 1, then waits for B.
+func TestSmallestMaxHoldersInTheLine(t *testing.T) {
+	c := newClient(t, embedded.Endpoint)
+	key := "/t/smallest/lock"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	oa := opts(key, "a")
+	a, err := Acquire(ctx, c, oa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := opts(key, "b")
+	ob.MaxHolders = 3
+	bctx, bcancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	_, err = Acquire(bctx, c, ob)
+	bcancel()
+	if exitcode.CodeOf(err) != exitcode.LockBusy {
+		t.Fatalf("b (max_holders 3) beside a (max_holders 1): %v, want lock_busy: the smallest counts", err)
+	}
+	info, err := Status(ctx, c, key)
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Node != "a" {
+		t.Errorf("status holders %+v (%v), want a alone", info.Holders, err)
+	}
+	release(t, a)
+	b, err := Acquire(ctx, c, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, b)
+	oc := opts(key, "c")
+	cctx, ccancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	_, err = Acquire(cctx, c, oc)
+	ccancel()
+	if exitcode.CodeOf(err) != exitcode.LockBusy {
+		t.Fatalf("c (max_holders 1) behind b: %v, want lock_busy", err)
+	}
+}
