@@ -313,14 +313,14 @@ func (p StopPoint) Describe() string {
 	case RunningHealthScript:
 		s = "while the under-lock health script ran (it got SIGTERM)"
 	case RunningHook:
-		s = fmt.Sprintf("while pre-reboot hook %d (%s) ran (it got SIGTERM; nothing undoes what it did)", p.HookIndex, p.Hook)
+		s = fmt.Sprintf("while pre-reboot hook %d (%s) ran (it got SIGTERM; only abort_hooks undo what it did)", p.HookIndex, p.Hook)
 	case RunningRebootCommand:
 		return "while the reboot command ran (a started reboot command is not stopped; it failed, and the reboot slot is kept: the shutdown it asked for may still come)"
 	default:
 		s = fmt.Sprintf("while %q ran", p.Running)
 	}
 	if p.HooksDone > 0 {
-		s += fmt.Sprintf("; %d pre-reboot hook(s) had completed before (nothing undoes them)", p.HooksDone)
+		s += fmt.Sprintf("; %d pre-reboot hook(s) had completed before (only abort_hooks undo them)", p.HooksDone)
 	}
 	return s
 }

@@ -40,6 +40,8 @@ type CycleResult struct {
 	MaxHolders int `json:"max_holders,omitempty"`
 	// Reboot is what lib/reboot did (or, in a dry run, would have done).
 	Reboot *reboot.Result `json:"reboot,omitempty"`
+	// AbortHooks are the abort hooks run after an aborted reboot, in order.
+	AbortHooks []AbortHookRun `json:"abort_hooks,omitempty"`
 }
 
 // GateSummary is the health gate's result without the captured output.
@@ -81,6 +83,8 @@ type cycleRun struct {
 	warnedMax bool
 	// noWait answers instead of waiting for other nodes' slots (simulate).
 	noWait bool
+	// hooksStarted: a pre-reboot hook started, so an abort runs abort_hooks.
+	hooksStarted bool
 	// at is what the cycle runs now. It no longer changes once ctx ends
 	// (SIGTERM): it then says what was running when the stop came.
 	at driver.StopPoint
@@ -194,15 +198,20 @@ func (c *cycleRun) run() error {
 		}
 		break
 	}
+	// From here an abort undoes what the hooks did (abort_hooks) while the
+	// slot still counts this node as down, then frees the slot.
 	if err := c.hooks(); err != nil {
+		c.abortHooks()
 		c.freeSlot()
 		return err
 	}
 	if err := c.renewSlot(); err != nil {
+		c.abortHooks()
 		c.freeSlot()
 		return err
 	}
 	if err := c.reboot(); err != nil {
+		c.abortHooks()
 		if c.res.Reboot != nil && c.res.Reboot.CommandStarted {
 			c.keepSlotAfterCommand()
 		} else {

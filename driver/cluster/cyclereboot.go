@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
@@ -23,36 +24,41 @@ func (c *cycleRun) hooks() error {
 		if err := c.notPaused("the pre-reboot hooks ran"); err != nil {
 			return err
 		}
-		name := h.Name
-		if name == "" {
-			name = fmt.Sprintf("pre_reboot_hooks[%d]", i)
-		}
-		timeout := secs(h.TimeoutSec)
-		if timeout <= 0 {
-			timeout = secs(defaultHookTimeout)
-		}
+		name := hookName(h, "pre_reboot_hooks", i)
+		timeout := secs(hookTimeout(h))
 		c.doing(driver.RunningHook)
 		if c.ctx.Err() == nil {
 			c.at.Hook, c.at.HookIndex = name, i+1
 		}
+		c.hooksStarted = true
 		pr := c.w.runner.Run(c.uctx, proc.Spec{Argv: h.Cmd, Env: c.hookEnv(), Dir: "/", Timeout: timeout})
-		if !pr.OK() {
+		switch {
+		case pr.TimedOut && h.OnTimeout == config.OnTimeoutContinue && !c.lost() && c.ctx.Err() == nil:
+			// kured's force-reboot, asked for by this hook's on_timeout.
+			c.log.Warn("PRE-REBOOT HOOK TIMED OUT AND THE REBOOT GOES ON (on_timeout: continue): its work may be unfinished",
+				"event", "hook_timeout_continue", "hook", name, "timeout_sec", hookTimeout(h), "detail", describe(pr, timeout))
+		case !pr.OK():
 			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
 				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, describe(pr, timeout)))
+		default:
+			c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
 		}
 		if c.ctx.Err() == nil {
 			c.at.HooksDone++
 		}
 		c.doing(driver.RunningNothing)
-		c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
 	}
 	return nil
 }
 
 // hookEnv is the complete environment of a pre-reboot hook: every hook's
 // (driver.HookEnv) and the lock's and the slot's.
-func (c *cycleRun) hookEnv() []string {
-	return append(driver.HookEnv(c.cfg, "pre-reboot"),
+func (c *cycleRun) hookEnv() []string { return c.hookEnvFor("pre-reboot") }
+
+// hookEnvFor is hookEnv with CRD_PHASE set to phase (abort hooks get the
+// pre-reboot hooks' environment under their own phase).
+func (c *cycleRun) hookEnvFor(phase string) []string {
+	return append(driver.HookEnv(c.cfg, phase),
 		"LOCK_KEY="+c.lockKey(),
 		"CRD_LEASE_ID="+c.res.LeaseID,
 		"CRD_FENCING_TOKEN="+strconv.FormatInt(c.res.FencingToken, 10),

@@ -172,6 +172,12 @@ func TestValidationErrors(t *testing.T) {
 		{"reboots per day", "max_reboots_per_day: 0\n", "max_reboots_per_day: 0 must be at least 1"},
 		{"hook empty", "pre_reboot_hooks:\n  - name: drain\n", "pre_reboot_hooks[0].cmd: must not be empty"},
 		{"hook relative", "post_reboot_hooks:\n  - cmd: [uncordon]\n", "post_reboot_hooks[0].cmd[0]: \"uncordon\" must be an absolute path"},
+		{"abort hook relative", "pre_reboot_hooks:\n  - cmd: [/bin/drain]\nabort_hooks:\n  - cmd: [uncordon]\n", "config.yaml:4: abort_hooks[0].cmd[0]: \"uncordon\" must be an absolute path"},
+		{"abort hooks without pre-reboot hooks", "abort_hooks:\n  - cmd: [/bin/uncordon]\n", "abort_hooks: is set but pre_reboot_hooks is empty"},
+		{"on_timeout unknown", "pre_reboot_hooks:\n  - {cmd: [/bin/drain], on_timeout: force}\n", "config.yaml:2: pre_reboot_hooks[0].on_timeout: \"force\" is not abort or continue"},
+		{"on_timeout on a post-reboot hook", "post_reboot_hooks:\n  - {cmd: [/bin/x], on_timeout: continue}\n", "post_reboot_hooks[0].on_timeout: only pre_reboot_hooks take on_timeout"},
+		{"on_timeout on an abort hook", "pre_reboot_hooks:\n  - cmd: [/bin/drain]\nabort_hooks:\n  - {cmd: [/bin/x], on_timeout: abort}\n", "abort_hooks[0].on_timeout: only pre_reboot_hooks take on_timeout"},
+		{"abort hook timeout beyond a year", "pre_reboot_hooks:\n  - cmd: [/bin/drain]\nabort_hooks:\n  - {cmd: [/bin/x], timeout_sec: 40000000}\n", "abort_hooks[0].timeout_sec: 40000000 is more than a year"},
 		{"settle", "settle_sec: -1\n", "settle_sec: -1 must not be negative"},
 		{"health script relative", "health_script: check.sh\n", "health_script: \"check.sh\" is not an absolute path"},
 		// A few digits too many would overflow time.Duration (or etcd's

@@ -206,6 +206,9 @@ func (v *validator) bounded() {
 	for i, h := range c.PostRebootHooks {
 		v.atMostAYear(fmt.Sprintf("post_reboot_hooks[%d].timeout_sec", i), h.TimeoutSec)
 	}
+	for i, h := range c.AbortHooks {
+		v.atMostAYear(fmt.Sprintf("abort_hooks[%d].timeout_sec", i), h.TimeoutSec)
+	}
 }
 
 func (v *validator) absPath(field, p string, required bool) {
@@ -291,6 +294,10 @@ func (v *validator) check() {
 	}
 	v.hooks("pre_reboot_hooks", c.PreRebootHooks)
 	v.hooks("post_reboot_hooks", c.PostRebootHooks)
+	v.hooks("abort_hooks", c.AbortHooks)
+	if len(c.AbortHooks) > 0 && len(c.PreRebootHooks) == 0 {
+		v.bad("abort_hooks", "is set but pre_reboot_hooks is empty: abort hooks only undo what a pre-reboot hook started; add the pre-reboot hooks or remove abort_hooks")
+	}
 }
 
 func (v *validator) detectors() {
@@ -505,6 +512,13 @@ func (v *validator) hooks(field string, hooks []Hook) {
 		}
 		if h.TimeoutSec < 0 {
 			v.bad(f+".timeout_sec", "%d must not be negative", h.TimeoutSec)
+		}
+		switch {
+		case h.OnTimeout == "":
+		case field != "pre_reboot_hooks":
+			v.bad(f+".on_timeout", "only pre_reboot_hooks take on_timeout; remove it here")
+		case h.OnTimeout != OnTimeoutAbort && h.OnTimeout != OnTimeoutContinue:
+			v.bad(f+".on_timeout", "%q is not abort or continue (default abort: a timed-out hook stops the reboot)", h.OnTimeout)
 		}
 	}
 }

@@ -134,7 +134,7 @@ func untrustedCommands(cfg *config.Config, known []config.Problem) []config.Prob
 	for _, h := range []struct {
 		field string
 		hooks []config.Hook
-	}{{"pre_reboot_hooks", cfg.PreRebootHooks}, {"post_reboot_hooks", cfg.PostRebootHooks}} {
+	}{{"pre_reboot_hooks", cfg.PreRebootHooks}, {"post_reboot_hooks", cfg.PostRebootHooks}, {"abort_hooks", cfg.AbortHooks}} {
 		for i, hk := range h.hooks {
 			if len(hk.Cmd) > 0 {
 				cmds = append(cmds, [2]string{fmt.Sprintf("%s[%d].cmd[0]", h.field, i), hk.Cmd[0]})
