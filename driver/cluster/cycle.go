@@ -85,6 +85,9 @@ type cycleRun struct {
 	noWait bool
 	// hooksStarted: a pre-reboot hook started, so an abort runs abort_hooks.
 	hooksStarted bool
+	// requested is an operator's reboot request of this node, read under
+	// the lock (nil: none).
+	requested *policy.Override
 	// at is what the cycle runs now. It no longer changes once ctx ends
 	// (SIGTERM): it then says what was running when the stop came.
 	at driver.StopPoint
@@ -273,6 +276,10 @@ func (c *cycleRun) checks() error {
 			"cluster: reboots are paused cluster-wide (%s, by %s since %s): run `clusterrebootd resume` to allow them",
 			v.Paused.Reason, v.Paused.By, v.Paused.Since.Format("2006-01-02T15:04:05Z07:00")))
 	}
+	if h := v.Held(c.cfg.NodeName); h != nil {
+		return c.stop(driver.ReasonHeld, heldErr(c.cfg.NodeName, "", h))
+	}
+	c.requested = v.Requested(c.cfg.NodeName)
 	if set, why, _ := reboot.KillSwitch(c.cfg.KillSwitchFile); set {
 		return c.stop(driver.ReasonKillSwitch, exitcode.Errorf(exitcode.KillSwitch,
 			"cluster: kill switch %s is set (%s): remove the file to allow reboots", c.cfg.KillSwitchFile, why))
@@ -307,6 +314,12 @@ func (c *cycleRun) checks() error {
 	return c.alive()
 }
 
+// heldErr is the error of a node held by an operator.
+func heldErr(node, while string, h *policy.Override) error {
+	return exitcode.Errorf(exitcode.KillSwitch, "cluster: node %s is held%s (%s, by %s since %s); nothing was rebooted: run `clusterrebootd release-hold %s` to allow its reboot",
+		node, while, h.Reason, h.By, h.Since.Format("2006-01-02T15:04:05Z07:00"), node)
+}
+
 func (c *cycleRun) window() error {
 	loc, err := window.LoadLocation(c.cfg.Windows.Timezone)
 	if err != nil {
@@ -334,6 +347,11 @@ func (c *cycleRun) detect() error {
 	c.doing(driver.RunningNothing)
 	if rep.Err != nil {
 		return c.stop(driver.ReasonDetector, rep.Err)
+	}
+	if !rep.RebootRequired && c.requested != nil {
+		c.log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
+			"by", c.requested.By, "since", c.requested.Since.Format(time.RFC3339), "request_reason", c.requested.Reason)
+		return nil
 	}
 	if !rep.RebootRequired {
 		return c.stop(driver.ReasonNotNeeded, exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do"))

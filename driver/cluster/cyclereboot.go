@@ -6,12 +6,16 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // hooks runs pre_reboot_hooks in order, each with its timeout, in the lock's
@@ -66,20 +70,27 @@ func (c *cycleRun) hookEnvFor(phase string) []string {
 	)
 }
 
-// notPaused reads the cluster-wide pause key again: a pause given after the
-// checks under the lock (while the hooks ran) stops the reboot, as the kill
-// switch file does. An unreadable key stops it too.
+// notPaused reads the cluster-wide pause key and this node's hold again: a
+// pause or hold given after the checks under the lock (while the hooks ran)
+// stops the reboot, as the kill switch file does. An unreadable key stops
+// it too.
 func (c *cycleRun) notPaused(while string) error {
 	rctx, cancel := c.rpcCtx(c.uctx)
 	defer cancel()
-	resp, err := c.client.Get(rctx, c.pauseKey())
+	hold := slot.HoldKey(c.ns, c.cfg.NodeName)
+	resp, err := c.client.Txn(rctx).Then(clientv3.OpGet(c.pauseKey()), clientv3.OpGet(hold)).Commit()
 	if err != nil {
-		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+" before the reboot", err))
+		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+" and "+hold+" before the reboot", err))
 	}
-	if len(resp.Kvs) == 0 {
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		h := policy.Override{Node: c.cfg.NodeName, Pause: *parsePause(kvs[0].Value)}
+		return c.stop(driver.ReasonHeld, heldErr(c.cfg.NodeName, " (held while "+while+")", &h))
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
 		return nil
 	}
-	p := parsePause(resp.Kvs[0].Value)
+	p := parsePause(kvs[0].Value)
 	return c.stop(driver.ReasonPaused, exitcode.Errorf(exitcode.KillSwitch,
 		"cluster: reboots were paused cluster-wide while %s (%s, by %s since %s); nothing was rebooted: run `clusterrebootd resume` to allow them",
 		while, p.Reason, p.By, p.Since.Format("2006-01-02T15:04:05Z07:00")))
@@ -93,6 +104,10 @@ func (c *cycleRun) rebootOptions() reboot.Options {
 		"fencing_token": strconv.FormatInt(c.res.FencingToken, 10),
 		"lock_key":      c.lockKey(),
 		"slot_key":      c.slotKey(),
+	}
+	if c.requested != nil {
+		// complete consumes the request after the boot, unless it changed.
+		o.Extra[requestRevision] = strconv.FormatInt(c.requested.Revision, 10)
 	}
 	return o
 }

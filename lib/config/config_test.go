@@ -159,6 +159,8 @@ func TestValidationErrors(t *testing.T) {
 		{"lock key is the slots' directory", "lock_key: /c/rebooting\n", `lock_key: "/c/rebooting" collides with /c/rebooting`},
 		{"lock key in the records' directory", "etcd_namespace: /c/\nlock_key: /c/nodes/lock\n", `collides with /c/nodes`},
 		{"lock key is the pause key", "lock_key: /c/disable\n", `collides with /c/disable`},
+		{"lock key in the holds' directory", "etcd_namespace: /c/\nlock_key: /c/holds/lock\n", `collides with /c/holds`},
+		{"lock key is the requests' directory", "lock_key: /c/requests\n", `collides with /c/requests`},
 		{"post-reboot steps outlast the slot", "reboot_slot_ttl_sec: 600\nsettle_sec: 400\npost_reboot_hooks:\n  - {cmd: [/bin/x], timeout_sec: 300}\n",
 			"settle_sec (400) plus the post-reboot hooks' timeouts (300) reach reboot_slot_ttl_sec (600)"},
 		{"namespace form", "etcd_namespace: prod\n", "etcd_namespace: \"prod\" must start and end with '/'"},

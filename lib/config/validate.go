@@ -410,9 +410,9 @@ func (v *validator) lock() {
 	// protocol reads as slots, records or the pause: the node's own entry
 	// would count as a slot, or the records as entries ahead in line.
 	if ns, key := c.Namespace(), strings.TrimSuffix(c.LockKey, "/")+"/"; c.LockKey != "" {
-		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/"} {
+		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/", ns + "holds/", ns + "requests/"} {
 			if strings.HasPrefix(key, dir) || strings.HasPrefix(dir, key) {
-				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records or pause live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
+				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records, pause, holds or reboot requests live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
 				break
 			}
 		}
@@ -659,3 +659,8 @@ func (c *Config) postRebootSeconds() int {
 	}
 	return total
 }
+
+// ValidNodeName reports whether name can be a node_name (it becomes part of
+// etcd keys): 1 to 253 letters, digits, '.', '_' or '-', starting with a
+// letter or digit.
+func ValidNodeName(name string) bool { return validName(name, 253, true) }
