@@ -133,6 +133,11 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 		d.refreshRequired(ctx, cfg, now)
 		return out
 	}
+	if h := d.View().Held(cfg.NodeName); h != nil {
+		out.block(1, "kill_switch", ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
+		d.refreshRequired(ctx, cfg, now)
+		return out
+	}
 	out.step(1, "kill_switch", DecisionPass, "", "kill switch not set")
 
 	// Step 2: detect.
@@ -149,7 +154,10 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 		return out
 	}
 	d.setRequired(rep.RebootRequired, now)
-	if !rep.RebootRequired {
+	// An operator's reboot request comes with the view the publisher read
+	// (no etcd read here: an idle node does not ask etcd every cycle).
+	requested := d.View().Requested(cfg.NodeName)
+	if !rep.RebootRequired && requested == nil {
 		d.mu.Lock()
 		d.attempt = 0
 		d.mu.Unlock()
@@ -171,6 +179,9 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	if blocked, detail := d.loopCheck(cfg, now, mode); blocked {
 		out.block(2, "detect", ReasonRebootLoop, detail)
 		return out
+	}
+	if fired == "" && requested != nil {
+		fired = fmt.Sprintf("requested by %s since %s: %s", requested.By, requested.Since.UTC().Format(time.RFC3339), requested.Reason)
 	}
 	out.step(2, "detect", DecisionPass, "", "reboot needed: "+fired)
 

@@ -88,7 +88,7 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 		case err == nil && res.FencingToken != 0:
 			// The child held the lock but did not say what it ran (a child
 			// of another version): it may have been running a hook.
-			phase = "stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; nothing undoes it): "
+			phase = "stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; only abort_hooks undo it): "
 		}
 		out.block(5, "cluster", reason, phase+detail)
 	case ctx.Err() != nil:

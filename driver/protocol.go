@@ -39,13 +39,19 @@ const (
 	StepPause = "pause"
 	// StepResume deletes the cluster-wide kill switch key.
 	StepResume = "resume"
+	// StepHold sets an operator's hold on one node.
+	StepHold = "hold"
+	// StepReleaseHold deletes one node's hold.
+	StepReleaseHold = "release-hold"
+	// StepRequest sets an operator's reboot request for one node.
+	StepRequest = "request"
 	// StepServeMetrics serves a .prom file over HTTP until stdin closes.
 	StepServeMetrics = "serve-metrics"
 )
 
 // Steps lists every step name.
 func Steps() []string {
-	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepServeMetrics}
+	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics}
 }
 
 // Reason tokens: why a cycle did not reboot (or what happened). They appear
@@ -54,6 +60,7 @@ func Steps() []string {
 const (
 	ReasonKillSwitch       = "kill_switch"
 	ReasonPaused           = "paused"
+	ReasonHeld             = "held"
 	ReasonNotNeeded        = "not_needed"
 	ReasonWindow           = "window"
 	ReasonPolicy           = "policy"
@@ -79,7 +86,7 @@ const (
 
 // Reasons lists every reason token.
 func Reasons() []string {
-	return []string{ReasonKillSwitch, ReasonPaused, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
+	return []string{ReasonKillSwitch, ReasonPaused, ReasonHeld, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
 		ReasonLockBusy, ReasonEtcd, ReasonRebootInProgress, ReasonDetector, ReasonHook, ReasonRebootFailed,
 		ReasonRebootLoop, ReasonPostReboot, ReasonConflict, ReasonInterrupted, ReasonInternal}
 }
@@ -96,7 +103,7 @@ func ReasonCode(reason string) exitcode.Code {
 		return exitcode.LockBusy
 	case ReasonWindow:
 		return exitcode.WindowClosed
-	case ReasonKillSwitch, ReasonPaused:
+	case ReasonKillSwitch, ReasonPaused, ReasonHeld:
 		return exitcode.KillSwitch
 	case ReasonEtcd:
 		return exitcode.EtcdUnavailable
@@ -225,6 +232,43 @@ func (a *PauseArgs) Register(fs *flag.FlagSet) {
 // Args renders the flags.
 func (a PauseArgs) Args() []string { return []string{"--reason", a.Reason} }
 
+// OverrideArgs are the flags of `crd-lock step hold|release-hold|request`.
+type OverrideArgs struct {
+	Node   string
+	Reason string
+}
+
+// Register adds the override flags to fs.
+func (a *OverrideArgs) Register(fs *flag.FlagSet, withReason bool) {
+	fs.StringVar(&a.Node, "node", "", "the node held, released or asked to reboot (`name`, required)")
+	if withReason {
+		fs.StringVar(&a.Reason, "reason", "", "why (`text`, required; shown in status and logs)")
+	}
+}
+
+// Args renders the flags.
+func (a OverrideArgs) Args() []string {
+	args := []string{"--node", a.Node}
+	if a.Reason != "" {
+		args = append(args, "--reason", a.Reason)
+	}
+	return args
+}
+
+// OverrideResult is the JSON of `step hold`, `step release-hold` and
+// `step request`.
+type OverrideResult struct {
+	report.Header
+	// Target is the node the override is about.
+	Target string `json:"target"`
+	// Hold is the node's hold now in effect (nil after release-hold).
+	Hold *policy.Override `json:"hold,omitempty"`
+	// Request is the node's reboot request now in effect.
+	Request *policy.Override `json:"request,omitempty"`
+	// Changed is false when the key was already in the requested state.
+	Changed bool `json:"changed"`
+}
+
 // ServeMetricsArgs are the flags of `crd-lock step serve-metrics`.
 type ServeMetricsArgs struct {
 	Listen string
@@ -313,14 +357,14 @@ func (p StopPoint) Describe() string {
 	case RunningHealthScript:
 		s = "while the under-lock health script ran (it got SIGTERM)"
 	case RunningHook:
-		s = fmt.Sprintf("while pre-reboot hook %d (%s) ran (it got SIGTERM; nothing undoes what it did)", p.HookIndex, p.Hook)
+		s = fmt.Sprintf("while pre-reboot hook %d (%s) ran (it got SIGTERM; only abort_hooks undo what it did)", p.HookIndex, p.Hook)
 	case RunningRebootCommand:
 		return "while the reboot command ran (a started reboot command is not stopped; it failed, and the reboot slot is kept: the shutdown it asked for may still come)"
 	default:
 		s = fmt.Sprintf("while %q ran", p.Running)
 	}
 	if p.HooksDone > 0 {
-		s += fmt.Sprintf("; %d pre-reboot hook(s) had completed before (nothing undoes them)", p.HooksDone)
+		s += fmt.Sprintf("; %d pre-reboot hook(s) had completed before (only abort_hooks undo them)", p.HooksDone)
 	}
 	return s
 }

@@ -25,13 +25,13 @@ func TestStoppedUnderTheLockSaysWhatRan(t *testing.T) {
 		{"the health script", `{"running":"health_script","hooks_done":0}`,
 			"stopped under the lock while the under-lock health script ran (it got SIGTERM): the window closed: "},
 		{"hook 2", `{"running":"hook","hook":"drain","hook_index":2,"hooks_done":1}`,
-			"stopped under the lock while pre-reboot hook 2 (drain) ran (it got SIGTERM; nothing undoes what it did); 1 pre-reboot hook(s) had completed before (nothing undoes them): the window closed: "},
+			"stopped under the lock while pre-reboot hook 2 (drain) ran (it got SIGTERM; only abort_hooks undo what it did); 1 pre-reboot hook(s) had completed before (only abort_hooks undo them): the window closed: "},
 		{"after the hooks", `{"running":"nothing","hooks_done":2}`,
-			"stopped under the lock with nothing running, before the reboot command; 2 pre-reboot hook(s) had completed before (nothing undoes them): the window closed: "},
+			"stopped under the lock with nothing running, before the reboot command; 2 pre-reboot hook(s) had completed before (only abort_hooks undo them): the window closed: "},
 		{"the reboot command", `{"running":"reboot_command","hooks_done":1}`,
 			"stopped under the lock while the reboot command ran (a started reboot command is not stopped; it failed, and the reboot slot is kept: the shutdown it asked for may still come): the window closed: "},
 		{"a child that does not say", ``,
-			"stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; nothing undoes it): the window closed: "},
+			"stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; only abort_hooks undo it): the window closed: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)

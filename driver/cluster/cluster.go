@@ -9,6 +9,9 @@
 //	crd-lock step status < config.yaml
 //	crd-lock step pause --reason TEXT < config.yaml
 //	crd-lock step resume < config.yaml
+//	crd-lock step hold --node NODE --reason TEXT < config.yaml
+//	crd-lock step release-hold --node NODE < config.yaml
+//	crd-lock step request --node NODE --reason TEXT < config.yaml
 //	crd-lock step serve-metrics --listen ADDR --file PATH
 //
 // Description: the daemon (driver, which links no etcd code) starts one of
@@ -133,6 +136,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		publishArgs driver.PublishArgs
 		cycleArgs   driver.CycleArgs
 		pauseArgs   driver.PauseArgs
+		overArgs    driver.OverrideArgs
 		compArgs    driver.CompleteArgs
 		metricsArgs driver.ServeMetricsArgs
 		res         any
@@ -160,6 +164,10 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			pauseArgs.Register(fs)
 		}
 		r := &driver.PauseResult{}
+		res, hdr = r, &r.Header
+	case driver.StepHold, driver.StepReleaseHold, driver.StepRequest:
+		overArgs.Register(fs, name != driver.StepReleaseHold)
+		r := &driver.OverrideResult{}
 		res, hdr = r, &r.Header
 	case driver.StepServeMetrics:
 		metricsArgs.Register(fs)
@@ -216,6 +224,9 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			err = s.keepSlot(ctx, res.(*driver.CompleteResult))
 		} else {
 			err = s.complete(ctx, res.(*driver.CompleteResult))
+			if err == nil {
+				s.consumeRequestAfterBoot(ctx)
+			}
 		}
 	case driver.StepStatus:
 		err = s.status(ctx, res.(*driver.StatusResult))
@@ -223,6 +234,12 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		err = s.pause(ctx, pauseArgs, res.(*driver.PauseResult))
 	case driver.StepResume:
 		err = s.resume(ctx, res.(*driver.PauseResult))
+	case driver.StepHold:
+		err = s.hold(ctx, overArgs, res.(*driver.OverrideResult))
+	case driver.StepReleaseHold:
+		err = s.releaseHold(ctx, overArgs, res.(*driver.OverrideResult))
+	case driver.StepRequest:
+		err = s.request(ctx, overArgs, res.(*driver.OverrideResult))
 	}
 	return emit(stdout, res, hdr, err)
 }

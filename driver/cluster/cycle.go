@@ -40,6 +40,8 @@ type CycleResult struct {
 	MaxHolders int `json:"max_holders,omitempty"`
 	// Reboot is what lib/reboot did (or, in a dry run, would have done).
 	Reboot *reboot.Result `json:"reboot,omitempty"`
+	// AbortHooks are the abort hooks run after an aborted reboot, in order.
+	AbortHooks []AbortHookRun `json:"abort_hooks,omitempty"`
 }
 
 // GateSummary is the health gate's result without the captured output.
@@ -81,6 +83,11 @@ type cycleRun struct {
 	warnedMax bool
 	// noWait answers instead of waiting for other nodes' slots (simulate).
 	noWait bool
+	// hooksStarted: a pre-reboot hook started, so an abort runs abort_hooks.
+	hooksStarted bool
+	// requested is an operator's reboot request of this node, read under
+	// the lock (nil: none).
+	requested *policy.Override
 	// at is what the cycle runs now. It no longer changes once ctx ends
 	// (SIGTERM): it then says what was running when the stop came.
 	at driver.StopPoint
@@ -194,15 +201,20 @@ func (c *cycleRun) run() error {
 		}
 		break
 	}
+	// From here an abort undoes what the hooks did (abort_hooks) while the
+	// slot still counts this node as down, then frees the slot.
 	if err := c.hooks(); err != nil {
+		c.abortHooks()
 		c.freeSlot()
 		return err
 	}
 	if err := c.renewSlot(); err != nil {
+		c.abortHooks()
 		c.freeSlot()
 		return err
 	}
 	if err := c.reboot(); err != nil {
+		c.abortHooks()
 		if c.res.Reboot != nil && c.res.Reboot.CommandStarted {
 			c.keepSlotAfterCommand()
 		} else {
@@ -264,6 +276,10 @@ func (c *cycleRun) checks() error {
 			"cluster: reboots are paused cluster-wide (%s, by %s since %s): run `clusterrebootd resume` to allow them",
 			v.Paused.Reason, v.Paused.By, v.Paused.Since.Format("2006-01-02T15:04:05Z07:00")))
 	}
+	if h := v.Held(c.cfg.NodeName); h != nil {
+		return c.stop(driver.ReasonHeld, heldErr(c.cfg.NodeName, "", h))
+	}
+	c.requested = v.Requested(c.cfg.NodeName)
 	if set, why, _ := reboot.KillSwitch(c.cfg.KillSwitchFile); set {
 		return c.stop(driver.ReasonKillSwitch, exitcode.Errorf(exitcode.KillSwitch,
 			"cluster: kill switch %s is set (%s): remove the file to allow reboots", c.cfg.KillSwitchFile, why))
@@ -298,6 +314,12 @@ func (c *cycleRun) checks() error {
 	return c.alive()
 }
 
+// heldErr is the error of a node held by an operator.
+func heldErr(node, while string, h *policy.Override) error {
+	return exitcode.Errorf(exitcode.KillSwitch, "cluster: node %s is held%s (%s, by %s since %s); nothing was rebooted: run `clusterrebootd release-hold %s` to allow its reboot",
+		node, while, h.Reason, h.By, h.Since.Format("2006-01-02T15:04:05Z07:00"), node)
+}
+
 func (c *cycleRun) window() error {
 	loc, err := window.LoadLocation(c.cfg.Windows.Timezone)
 	if err != nil {
@@ -325,6 +347,11 @@ func (c *cycleRun) detect() error {
 	c.doing(driver.RunningNothing)
 	if rep.Err != nil {
 		return c.stop(driver.ReasonDetector, rep.Err)
+	}
+	if !rep.RebootRequired && c.requested != nil {
+		c.log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
+			"by", c.requested.By, "since", c.requested.Since.Format(time.RFC3339), "request_reason", c.requested.Reason)
+		return nil
 	}
 	if !rep.RebootRequired {
 		return c.stop(driver.ReasonNotNeeded, exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do"))

@@ -6,11 +6,16 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // hooks runs pre_reboot_hooks in order, each with its timeout, in the lock's
@@ -23,36 +28,41 @@ func (c *cycleRun) hooks() error {
 		if err := c.notPaused("the pre-reboot hooks ran"); err != nil {
 			return err
 		}
-		name := h.Name
-		if name == "" {
-			name = fmt.Sprintf("pre_reboot_hooks[%d]", i)
-		}
-		timeout := secs(h.TimeoutSec)
-		if timeout <= 0 {
-			timeout = secs(defaultHookTimeout)
-		}
+		name := hookName(h, "pre_reboot_hooks", i)
+		timeout := secs(hookTimeout(h))
 		c.doing(driver.RunningHook)
 		if c.ctx.Err() == nil {
 			c.at.Hook, c.at.HookIndex = name, i+1
 		}
+		c.hooksStarted = true
 		pr := c.w.runner.Run(c.uctx, proc.Spec{Argv: h.Cmd, Env: c.hookEnv(), Dir: "/", Timeout: timeout})
-		if !pr.OK() {
+		switch {
+		case pr.TimedOut && h.OnTimeout == config.OnTimeoutContinue && !c.lost() && c.ctx.Err() == nil:
+			// kured's force-reboot, asked for by this hook's on_timeout.
+			c.log.Warn("PRE-REBOOT HOOK TIMED OUT AND THE REBOOT GOES ON (on_timeout: continue): its work may be unfinished",
+				"event", "hook_timeout_continue", "hook", name, "timeout_sec", hookTimeout(h), "detail", describe(pr, timeout))
+		case !pr.OK():
 			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
 				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, describe(pr, timeout)))
+		default:
+			c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
 		}
 		if c.ctx.Err() == nil {
 			c.at.HooksDone++
 		}
 		c.doing(driver.RunningNothing)
-		c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
 	}
 	return nil
 }
 
 // hookEnv is the complete environment of a pre-reboot hook: every hook's
 // (driver.HookEnv) and the lock's and the slot's.
-func (c *cycleRun) hookEnv() []string {
-	return append(driver.HookEnv(c.cfg, "pre-reboot"),
+func (c *cycleRun) hookEnv() []string { return c.hookEnvFor("pre-reboot") }
+
+// hookEnvFor is hookEnv with CRD_PHASE set to phase (abort hooks get the
+// pre-reboot hooks' environment under their own phase).
+func (c *cycleRun) hookEnvFor(phase string) []string {
+	return append(driver.HookEnv(c.cfg, phase),
 		"LOCK_KEY="+c.lockKey(),
 		"CRD_LEASE_ID="+c.res.LeaseID,
 		"CRD_FENCING_TOKEN="+strconv.FormatInt(c.res.FencingToken, 10),
@@ -60,20 +70,27 @@ func (c *cycleRun) hookEnv() []string {
 	)
 }
 
-// notPaused reads the cluster-wide pause key again: a pause given after the
-// checks under the lock (while the hooks ran) stops the reboot, as the kill
-// switch file does. An unreadable key stops it too.
+// notPaused reads the cluster-wide pause key and this node's hold again: a
+// pause or hold given after the checks under the lock (while the hooks ran)
+// stops the reboot, as the kill switch file does. An unreadable key stops
+// it too.
 func (c *cycleRun) notPaused(while string) error {
 	rctx, cancel := c.rpcCtx(c.uctx)
 	defer cancel()
-	resp, err := c.client.Get(rctx, c.pauseKey())
+	hold := slot.HoldKey(c.ns, c.cfg.NodeName)
+	resp, err := c.client.Txn(rctx).Then(clientv3.OpGet(c.pauseKey()), clientv3.OpGet(hold)).Commit()
 	if err != nil {
-		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+" before the reboot", err))
+		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+" and "+hold+" before the reboot", err))
 	}
-	if len(resp.Kvs) == 0 {
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		h := policy.Override{Node: c.cfg.NodeName, Pause: *parsePause(kvs[0].Value)}
+		return c.stop(driver.ReasonHeld, heldErr(c.cfg.NodeName, " (held while "+while+")", &h))
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
 		return nil
 	}
-	p := parsePause(resp.Kvs[0].Value)
+	p := parsePause(kvs[0].Value)
 	return c.stop(driver.ReasonPaused, exitcode.Errorf(exitcode.KillSwitch,
 		"cluster: reboots were paused cluster-wide while %s (%s, by %s since %s); nothing was rebooted: run `clusterrebootd resume` to allow them",
 		while, p.Reason, p.By, p.Since.Format("2006-01-02T15:04:05Z07:00")))
@@ -87,6 +104,10 @@ func (c *cycleRun) rebootOptions() reboot.Options {
 		"fencing_token": strconv.FormatInt(c.res.FencingToken, 10),
 		"lock_key":      c.lockKey(),
 		"slot_key":      c.slotKey(),
+	}
+	if c.requested != nil {
+		// complete consumes the request after the boot, unless it changed.
+		o.Extra[requestRevision] = strconv.FormatInt(c.requested.Revision, 10)
 	}
 	return o
 }

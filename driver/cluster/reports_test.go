@@ -96,7 +96,7 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 			}
 			return started
 		}, driver.StopPoint{Running: driver.RunningHook, Hook: "drain", HookIndex: 2, HooksDone: 1},
-			"while pre-reboot hook 2 (drain) ran (it got SIGTERM; nothing undoes what it did); 1 pre-reboot hook(s) had completed before"},
+			"while pre-reboot hook 2 (drain) ran (it got SIGTERM; only abort_hooks undo what it did); 1 pre-reboot hook(s) had completed before"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)

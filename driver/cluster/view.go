@@ -36,6 +36,8 @@ func (s *session) readView(ctx context.Context) (policy.View, error) {
 		clientv3.OpGet(slot.RecordsDir(s.ns), clientv3.WithPrefix()),
 		clientv3.OpGet(s.slotsPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.pauseKey()),
+		clientv3.OpGet(slot.HoldsDir(s.ns), clientv3.WithPrefix()),
+		clientv3.OpGet(slot.RequestsDir(s.ns), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return v, s.etcdErr(ctx, "reading the cluster view under "+s.ns, err)
@@ -56,7 +58,19 @@ func (s *session) readView(ctx context.Context) (policy.View, error) {
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
 		v.Paused = parsePause(kvs[0].Value)
 	}
+	v.Holds = parseOverrides(slot.HoldsDir(s.ns), resp.Responses[3].GetResponseRange().Kvs)
+	v.Requests = parseOverrides(slot.RequestsDir(s.ns), resp.Responses[4].GetResponseRange().Kvs)
 	return v, nil
+}
+
+// parseOverrides reads holds or requests under dir: the key names the node;
+// an unreadable value still counts (as an unreadable pause still pauses).
+func parseOverrides(dir string, kvs []*mvccpb.KeyValue) []policy.Override {
+	var out []policy.Override
+	for _, kv := range kvs {
+		out = append(out, policy.Override{Node: strings.TrimPrefix(string(kv.Key), dir), Pause: *parsePause(kv.Value), Revision: kv.ModRevision})
+	}
+	return out
 }
 
 // parseSlots turns slot keys into slots (lib/slot.Parse: the key names the

@@ -54,6 +54,9 @@ type Config struct {
 	RebootSlotTTLSec int    `yaml:"reboot_slot_ttl_sec"`
 	PreRebootHooks   []Hook `yaml:"pre_reboot_hooks"`
 	PostRebootHooks  []Hook `yaml:"post_reboot_hooks"`
+	// AbortHooks undo the pre-reboot hooks (e.g. uncordon after a drain)
+	// when a reboot is aborted after one of them started.
+	AbortHooks       []Hook `yaml:"abort_hooks"`
 	SettleSec        int    `yaml:"settle_sec"`
 	MaxRebootsPerDay int    `yaml:"max_reboots_per_day"`
 
@@ -173,7 +176,16 @@ type Hook struct {
 	Name       string   `yaml:"name"`
 	Cmd        []string `yaml:"cmd"`
 	TimeoutSec int      `yaml:"timeout_sec"`
+	// OnTimeout is, for a pre-reboot hook only, what its timeout means:
+	// "abort" (the default, as "") or "continue" (the reboot goes on).
+	OnTimeout string `yaml:"on_timeout"`
 }
+
+// Values of Hook.OnTimeout.
+const (
+	OnTimeoutAbort    = "abort"
+	OnTimeoutContinue = "continue"
+)
 
 // Default returns the configuration used where neither the file nor a flag
 // says otherwise. NodeName stays empty: callers fill in the hostname.

@@ -206,6 +206,9 @@ func (v *validator) bounded() {
 	for i, h := range c.PostRebootHooks {
 		v.atMostAYear(fmt.Sprintf("post_reboot_hooks[%d].timeout_sec", i), h.TimeoutSec)
 	}
+	for i, h := range c.AbortHooks {
+		v.atMostAYear(fmt.Sprintf("abort_hooks[%d].timeout_sec", i), h.TimeoutSec)
+	}
 }
 
 func (v *validator) absPath(field, p string, required bool) {
@@ -291,6 +294,10 @@ func (v *validator) check() {
 	}
 	v.hooks("pre_reboot_hooks", c.PreRebootHooks)
 	v.hooks("post_reboot_hooks", c.PostRebootHooks)
+	v.hooks("abort_hooks", c.AbortHooks)
+	if len(c.AbortHooks) > 0 && len(c.PreRebootHooks) == 0 {
+		v.bad("abort_hooks", "is set but pre_reboot_hooks is empty: abort hooks only undo what a pre-reboot hook started; add the pre-reboot hooks or remove abort_hooks")
+	}
 }
 
 func (v *validator) detectors() {
@@ -406,9 +413,9 @@ func (v *validator) lock() {
 	// protocol reads as slots, records or the pause: the node's own entry
 	// would count as a slot, or the records as entries ahead in line.
 	if ns, key := c.Namespace(), strings.TrimSuffix(c.LockKey, "/")+"/"; c.LockKey != "" {
-		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/"} {
+		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/", ns + "holds/", ns + "requests/"} {
 			if strings.HasPrefix(key, dir) || strings.HasPrefix(dir, key) {
-				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records or pause live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
+				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records, pause, holds or reboot requests live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
 				break
 			}
 		}
@@ -508,6 +515,13 @@ func (v *validator) hooks(field string, hooks []Hook) {
 		}
 		if h.TimeoutSec < 0 {
 			v.bad(f+".timeout_sec", "%d must not be negative", h.TimeoutSec)
+		}
+		switch {
+		case h.OnTimeout == "":
+		case field != "pre_reboot_hooks":
+			v.bad(f+".on_timeout", "only pre_reboot_hooks take on_timeout; remove it here")
+		case h.OnTimeout != OnTimeoutAbort && h.OnTimeout != OnTimeoutContinue:
+			v.bad(f+".on_timeout", "%q is not abort or continue (default abort: a timed-out hook stops the reboot)", h.OnTimeout)
 		}
 	}
 }
@@ -648,3 +662,8 @@ func (c *Config) postRebootSeconds() int {
 	}
 	return total
 }
+
+// ValidNodeName reports whether name can be a node_name (it becomes part of
+// etcd keys): 1 to 253 letters, digits, '.', '_' or '-', starting with a
+// letter or digit.
+func ValidNodeName(name string) bool { return validName(name, 253, true) }

@@ -70,7 +70,37 @@ type View struct {
 	Nodes     []NodeRecord `json:"nodes"`
 	Rebooting []Slot       `json:"rebooting"`
 	Paused    *Pause       `json:"paused,omitempty"`
-	ReadAt    time.Time    `json:"read_at"`
+	// Holds are operators' holds: these nodes do not reboot.
+	Holds []Override `json:"holds,omitempty"`
+	// Requests are operators' reboot requests: these nodes reboot at their
+	// next chance although no detector says so.
+	Requests []Override `json:"requests,omitempty"`
+	ReadAt   time.Time  `json:"read_at"`
+}
+
+// Override is an operator's hold or reboot request of one node, with the
+// pause's audit fields.
+type Override struct {
+	Node string `json:"node"`
+	Pause
+	// Revision is the key's modification revision (a request is consumed
+	// only if it did not change since it was acted on).
+	Revision int64 `json:"revision,omitempty"`
+}
+
+// Held is node's hold, or nil.
+func (v View) Held(node string) *Override { return find(v.Holds, node) }
+
+// Requested is node's reboot request, or nil.
+func (v View) Requested(node string) *Override { return find(v.Requests, node) }
+
+func find(os []Override, node string) *Override {
+	for i := range os {
+		if os[i].Node == node {
+			return &os[i]
+		}
+	}
+	return nil
 }
 
 // Healthy reports whether node counts as up: it has a live record and no

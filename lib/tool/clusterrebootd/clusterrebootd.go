@@ -63,6 +63,10 @@ commands:
   validate-config  check the configuration and list every problem
   version          version, commit, Go version, build date
   pause, resume    set or clear the cluster-wide kill switch (resume --local clears a reboot_loop block)
+  hold NODE --reason T, release-hold NODE
+                   keep one node from rebooting (the rest of the rollout goes on), or let it again
+  request NODE --reason T
+                   reboot one node at its next chance through the lock, windows and gates (consumed once it rebooted)
 flags of run:`
 
 // Run is the entry point of clusterrebootd.
@@ -89,11 +93,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return pauseCmd(ctx, args, stdout, stderr, true)
 	case "resume":
 		return pauseCmd(ctx, args, stdout, stderr, false)
+	case "hold", "release-hold", "request":
+		return overrideCmd(ctx, sub, args, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, commands)
 		return nil
 	}
-	err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, validate-config, version, pause or resume", sub)
+	err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, validate-config, version, pause, resume, hold, release-hold or request", sub)
 	writeError(stdout, err)
 	return err
 }

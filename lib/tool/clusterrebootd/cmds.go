@@ -134,7 +134,7 @@ func untrustedCommands(cfg *config.Config, known []config.Problem) []config.Prob
 	for _, h := range []struct {
 		field string
 		hooks []config.Hook
-	}{{"pre_reboot_hooks", cfg.PreRebootHooks}, {"post_reboot_hooks", cfg.PostRebootHooks}} {
+	}{{"pre_reboot_hooks", cfg.PreRebootHooks}, {"post_reboot_hooks", cfg.PostRebootHooks}, {"abort_hooks", cfg.AbortHooks}} {
 		for i, hk := range h.hooks {
 			if len(hk.Cmd) > 0 {
 				cmds = append(cmds, [2]string{fmt.Sprintf("%s[%d].cmd[0]", h.field, i), hk.Cmd[0]})
@@ -253,6 +253,12 @@ func (r statusResult) Text(w io.Writer) error {
 			paused = fmt.Sprintf("yes, by %s since %s: %s", report.Field(p.By), p.Since.UTC().Format(time.RFC3339), report.Field(p.Reason))
 		}
 		report.Line(w, "cluster paused", paused)
+		for _, h := range r.View.Holds {
+			report.Line(w, "held", fmt.Sprintf("%s, by %s since %s: %s", report.Field(h.Node), report.Field(h.By), h.Since.UTC().Format(time.RFC3339), report.Field(h.Reason)))
+		}
+		for _, q := range r.View.Requests {
+			report.Line(w, "reboot requested", fmt.Sprintf("%s, by %s since %s: %s", report.Field(q.Node), report.Field(q.By), q.Since.UTC().Format(time.RFC3339), report.Field(q.Reason)))
+		}
 		for _, s := range r.View.Rebooting {
 			report.Line(w, "rebooting", fmt.Sprintf("%s since %s (slot ttl %ds)", s.Node, s.Since.UTC().Format(time.RFC3339), s.TTLSec))
 		}

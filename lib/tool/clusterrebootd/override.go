@@ -1,0 +1,88 @@
+package clusterrebootd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+)
+
+// overrideResult is the JSON of hold, release-hold and request.
+type overrideResult struct {
+	report.Header
+	Target  string           `json:"target"`
+	Hold    *policy.Override `json:"hold,omitempty"`
+	Request *policy.Override `json:"request,omitempty"`
+	Changed bool             `json:"changed"`
+}
+
+func (r overrideResult) Text(w io.Writer) error {
+	report.Line(w, "node", r.Target)
+	for _, o := range []struct {
+		what string
+		o    *policy.Override
+	}{{"held", r.Hold}, {"reboot requested", r.Request}} {
+		if o.o != nil {
+			report.Line(w, o.what, fmt.Sprintf("by %s since %s: %s", report.Field(o.o.By), o.o.Since.UTC().Format(time.RFC3339), report.Field(o.o.Reason)))
+		}
+	}
+	report.Line(w, "changed", fmt.Sprint(r.Changed))
+	if r.Error != "" {
+		report.Line(w, "error", r.Error)
+	}
+	return nil
+}
+
+// overrideCmd is `hold NODE --reason T`, `release-hold NODE` and
+// `request NODE --reason T`: the crd-lock step of the same name.
+func overrideCmd(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
+	node := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		node, args = args[0], args[1:]
+	}
+	withReason := sub != driver.StepReleaseHold
+	b := newBase(sub, stderr, true)
+	var reason string
+	if withReason {
+		b.fs.StringVar(&reason, "reason", "", "why (`text`, required; shown in status and the node's logs)")
+	}
+	if err := b.parse(args, stdout); err != nil {
+		return err
+	}
+	res := overrideResult{Target: node}
+	cfg, err := b.load(nil)
+	res.Node = cfg.NodeName
+	if err != nil {
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	if node == "" {
+		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd %s: name the node first, e.g. clusterrebootd %s node-7 --reason \"disk swap\"", sub, sub))
+	}
+	if withReason && strings.TrimSpace(reason) == "" {
+		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd %s: --reason is required: say why, e.g. --reason \"CHG-1234\"", sub))
+	}
+	if err := report.CheckField("--reason", reason); err != nil {
+		return finish(stdout, b.format, &res.Header, &res, fmt.Errorf("clusterrebootd %s: %w", sub, err))
+	}
+	child, err := b.child(stderr, true)
+	if err != nil {
+		return finish(stdout, b.format, &res.Header, &res, err)
+	}
+	var cr driver.OverrideResult
+	code, err := child.Run(ctx, sub, driver.OverrideArgs{Node: node, Reason: reason}.Args(), cfg, &cr)
+	if err == nil {
+		res.Hold, res.Request, res.Changed = cr.Hold, cr.Request, cr.Changed
+		if code != exitcode.OK {
+			err = exitcode.Errorf(code, "%s", cr.Error)
+		}
+	} else {
+		err = exitcode.New(code, err)
+	}
+	return finish(stdout, b.format, &res.Header, &res, err)
+}
