@@ -26,8 +26,8 @@ type Config struct {
 	MaxHolders int    `yaml:"max_holders"`
 	// MaxHoldersTotal bounds the nodes rebooting at once across every group
 	// of the lock (0: no bound beyond max_holders per group).
-	MaxHoldersTotal int `yaml:"max_holders_total"`
-	Group      string `yaml:"group"`
+	MaxHoldersTotal int    `yaml:"max_holders_total"`
+	Group           string `yaml:"group"`
 
 	EtcdEndpoints      []string `yaml:"etcd_endpoints"`
 	EtcdTLS            TLS      `yaml:"etcd_tls"`
