@@ -41,7 +41,7 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	}
 	bootID, machineID, _ := s.w.ids()
 	rec := policy.NodeRecord{
-		Node: s.cfg.NodeName, State: a.State, Reason: oneLine(a.Detail, 200), RebootRequired: a.RebootRequired,
+		V: policy.ProtocolVersion, Node: s.cfg.NodeName, State: a.State, Reason: oneLine(a.Detail, 200), RebootRequired: a.RebootRequired,
 		LastCheck: a.LastCheck.UTC(), Group: s.cfg.Group, Version: version.Get().Version,
 		Lock: strings.TrimSuffix(s.cfg.LockKey, "/"), BootID: bootID, MachineID: machineID,
 	}
@@ -281,7 +281,7 @@ func (s *session) pause(ctx context.Context, a driver.PauseArgs, res *driver.Pau
 	if strings.TrimSpace(a.Reason) == "" {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step pause: --reason is required: say why reboots stop (it is shown to every node)")
 	}
-	p := policy.Pause{Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}
+	p := policy.Pause{V: policy.ProtocolVersion, Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}
 	val, _ := json.Marshal(p)
 	rctx, cancel := s.rpcCtx(ctx)
 	defer cancel()
