@@ -32,6 +32,10 @@ type Driver struct {
 	attempt   int
 	post      postProgress
 	interrupt chan string
+
+	// publishedAt is when the last publication succeeded, with or
+	// without the view.
+	publishedAt time.Time
 }
 
 // New returns a driver for cfg. deps must be complete (see Deps.Real);
@@ -77,6 +81,41 @@ func (d *Driver) SetView(v policy.View) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.view = v
+}
+
+// PublishedAt is when this node's health record was last published.
+func (d *Driver) PublishedAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.publishedAt
+}
+
+// published keeps what a publication read: the whole view when it read
+// one, else the pause alone (the rest of the last view, and its ReadAt,
+// stay as they were).
+func (d *Driver) published(res PublishResult, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.publishedAt = at
+	if res.View != nil {
+		d.view = *res.View
+		return
+	}
+	d.view.Paused = res.Paused
+}
+
+// viewFor returns the last cluster view for a decision that uses it (a
+// built-in policy, or the health script's CLUSTER_SIZE), read again first
+// when it is older than one publish interval: idle publications do not
+// read it (docs/cluster-protocol.md), so only a node that is about to
+// decide pays for the view, at most once an interval.
+func (d *Driver) viewFor(ctx context.Context, cfg config.Config, now time.Time, used bool) policy.View {
+	if used && d.viewStale(cfg, now) {
+		if err := d.publish(ctx, true); err != nil {
+			d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
+		}
+	}
+	return d.View()
 }
 
 // Interrupt stops a running cycle child (it releases its lease); reason
@@ -188,18 +227,14 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	out.step(3, "window", DecisionPass, "", dec.Reason)
 
 	// Step 4: built-in policies on the last view, then the pre-lock gate.
-	if policy.Active(cfg.ClusterPolicies) && d.viewStale(cfg, now) {
-		if err := d.Publish(ctx); err != nil {
-			d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
-		}
-	}
-	pd := policy.Evaluate(d.View(), cfg.NodeName, cfg.ClusterPolicies)
+	view := d.viewFor(ctx, cfg, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
+	pd := policy.Evaluate(view, cfg.NodeName, cfg.ClusterPolicies)
 	if !pd.Allowed {
 		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)
 		return out
 	}
 	out.step(4, "policy", DecisionPass, "", pd.Reason)
-	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, d.View())
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, view)
 	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
 		// Not an answer of the script: neither counted nor logged as unhealthy.
 		out.block(4, "health", ReasonInterrupted, "stopped during the health check")

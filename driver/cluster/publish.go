@@ -30,8 +30,10 @@ func validStates() []string {
 		policy.StateWaiting, policy.StateRebooting, policy.StatePostReboot}
 }
 
-// publish writes this node's health record on the publish lease and reads
-// the view back.
+// publish writes this node's health record on the publish lease. With
+// --read-view it then reads the whole view; without, it reads only the pause
+// key, in the same transaction as the write: an idle node's publication
+// costs etcd the same whatever the size of the fleet (docs/cluster-protocol.md).
 func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver.PublishResult) error {
 	if !slices.Contains(validStates(), a.State) {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step publish: --state %q: use one of %s", a.State, strings.Join(validStates(), ", "))
@@ -54,7 +56,10 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 		return err
 	}
 	rctx, cancel := s.rpcCtx(ctx)
-	_, err = s.client.Put(rctx, s.nodeKey(), string(val), clientv3.WithLease(id))
+	resp, err := s.client.Txn(rctx).Then(
+		clientv3.OpPut(s.nodeKey(), string(val), clientv3.WithLease(id)),
+		clientv3.OpGet(s.pauseKey()),
+	).Commit()
 	cancel()
 	if err != nil {
 		return s.etcdErr(ctx, "writing the health record "+s.nodeKey(), err)
@@ -66,11 +71,17 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 		cancel()
 	}
 	s.log.Debug("health record published", "event", "published", "key", s.nodeKey(), "lease_id", fmt.Sprintf("%x", id), "state", a.State)
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		res.Paused = parsePause(kvs[0].Value)
+	}
+	if !a.ReadView {
+		return nil
+	}
 	v, err := s.readView(ctx)
 	if err != nil {
 		return err
 	}
-	res.View = v
+	res.View, res.Paused = &v, v.Paused
 	return nil
 }
 
