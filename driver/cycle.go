@@ -108,14 +108,38 @@ func (d *Driver) published(res PublishResult, at time.Time) {
 // built-in policy, or the health script's CLUSTER_SIZE), read again first
 // when it is older than one publish interval: idle publications do not
 // read it (docs/cluster-protocol.md), so only a node that is about to
-// decide pays for the view, at most once an interval.
-func (d *Driver) viewFor(ctx context.Context, cfg config.Config, now time.Time, used bool) policy.View {
-	if used && d.viewStale(cfg, now) {
-		if err := d.publish(ctx, true); err != nil {
-			d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
-		}
+// decide pays for the view, at most once an interval. A simulation reads
+// it with the status step, which writes nothing.
+func (d *Driver) viewFor(ctx context.Context, cfg config.Config, mode Mode, now time.Time, used bool) policy.View {
+	if !used || !d.viewStale(cfg, now) {
+		return d.View()
+	}
+	var err error
+	if mode.Simulate {
+		err = d.readView(ctx, cfg)
+	} else {
+		err = d.publish(ctx, true)
+	}
+	if err != nil {
+		d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
 	}
 	return d.View()
+}
+
+// readView reads the view through the status step (no write).
+func (d *Driver) readView(ctx context.Context, cfg config.Config) error {
+	var res StatusResult
+	code, err := d.deps.Child.Run(ctx, StepStatus, nil, cfg, &res)
+	if err != nil {
+		return exitcode.New(code, err)
+	}
+	if code != exitcode.OK {
+		return exitcode.Errorf(code, "status: %s", res.Error)
+	}
+	if !res.View.ReadAt.IsZero() {
+		d.SetView(res.View)
+	}
+	return nil
 }
 
 // Interrupt stops a running cycle child (it releases its lease); reason
@@ -227,7 +251,7 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	out.step(3, "window", DecisionPass, "", dec.Reason)
 
 	// Step 4: built-in policies on the last view, then the pre-lock gate.
-	view := d.viewFor(ctx, cfg, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
+	view := d.viewFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
 	pd := policy.Evaluate(view, cfg.NodeName, cfg.ClusterPolicies)
 	if !pd.Allowed {
 		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)

@@ -364,6 +364,20 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 			}
 		})
 	}
+	t.Run("simulate reads the view without writing the record", func(t *testing.T) {
+		w := newWorld(t)
+		w.child.answers[StepStatus] = answer{json: withView}
+		w.child.answers[StepCycle] = answer{json: dryRunJSON}
+		d := newDriver(t, w, testConfig(w), nil)
+		d.SetView(policy.View{})
+		d.RunOnce(context.Background(), Mode{Simulate: true})
+		if got := w.child.steps(); !slices.Equal(got, []string{StepStatus, StepCycle}) {
+			t.Fatalf("child steps %v, want status (no publication), then cycle", got)
+		}
+		if len(w.gate.views) != 1 || len(w.gate.views[0].Nodes) != 2 {
+			t.Errorf("pre-lock gate saw %+v, want the view status read", w.gate.views)
+		}
+	})
 	t.Run("after a reboot: the gate's CLUSTER_SIZE", func(t *testing.T) {
 		w := newWorld(t)
 		writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
@@ -371,7 +385,7 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 		w.child.answers[StepPublish] = answer{json: withView}
 		d := newDriver(t, w, testConfig(w), nil)
 		d.SetView(policy.View{})
-		d.RunOnce(context.Background(), Mode{Simulate: true})
+		d.RunOnce(context.Background(), Mode{})
 		if steps := w.child.steps(); len(steps) == 0 || steps[0] != StepPublish || !slices.Contains(w.child.args[0], "--read-view") {
 			t.Fatalf("child steps %v %q, want a publication with --read-view first", steps, w.child.args)
 		}

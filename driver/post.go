@@ -135,7 +135,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		return hold("post_reboot_detect", ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
 	}
 	out.step(0, "post_reboot_detect", DecisionPass, "", "no detector fires after the reboot")
-	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePostReboot, d.viewFor(ctx, cfg, now, cfg.HealthScript != ""))
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePostReboot, d.viewFor(ctx, cfg, mode, now, cfg.HealthScript != ""))
 	d.countHealth(gr)
 	if !gr.Healthy {
 		return hold("post_reboot_health", ReasonPostReboot, gr.Reason)
