@@ -187,6 +187,26 @@ func TestIdlePublishReadsOnlyThePause(t *testing.T) {
 	}
 }
 
+// A record a newer version wrote (higher "v", unknown fields) is in the
+// view and its node healthy; one this version cannot decode is left out:
+// its node is not healthy (docs/cluster-protocol.md, "Versions").
+func TestViewAcrossVersions(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	a := newNode(t, embedded.Endpoint, ns, "node-a")
+	ctx := context.Background()
+	if _, err := c.Put(ctx, "/t/"+ns+"/nodes/node-b", `{"v":2,"node":"node-b","state":"idle","lock":"/t/`+ns+`/lock","labels":{"rack":"r1"},"drain":true}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "/t/"+ns+"/nodes/node-c", `{"v":2,"node":"node-c","state":"idle","last_check":1767225600}`); err != nil {
+		t.Fatal(err)
+	}
+	v := decodeView(t, a.run(append([]string{"publish", "--read-view"}, publishArgs(policy.StateIdle)...)...))
+	if !v.Healthy("node-b") || v.Healthy("node-c") || len(v.Nodes) != 2 {
+		t.Errorf("view %+v: want node-a and node-b (newer, healthy), not node-c (undecodable)", v.Nodes)
+	}
+}
+
 func TestPauseResumeStatus(t *testing.T) {
 	ns := nsName(t)
 	c := newClient(t, embedded.Endpoint)
