@@ -35,6 +35,10 @@ type Driver struct {
 	// after check (zero when not needed).
 	requiredSince time.Time
 	interrupt     chan string
+
+	// publishedAt is when the last publication succeeded, with or
+	// without the view.
+	publishedAt time.Time
 }
 
 // New returns a driver for cfg. deps must be complete (see Deps.Real);
@@ -80,6 +84,83 @@ func (d *Driver) SetView(v policy.View) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.view = v
+}
+
+// PublishedAt is when this node's health record was last published.
+func (d *Driver) PublishedAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.publishedAt
+}
+
+// published keeps what a publication read: the whole view when it read
+// one, else the pause alone (the rest of the last view, and its ReadAt,
+// stay as they were).
+func (d *Driver) published(res PublishResult, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.publishedAt = at
+	if res.View != nil {
+		d.view = *res.View
+		return
+	}
+	d.view.Paused = res.Paused
+	node := d.cfg.NodeName
+	d.view.Holds = replaceOverride(d.view.Holds, node, res.Hold)
+	d.view.Requests = replaceOverride(d.view.Requests, node, res.Request)
+}
+
+// replaceOverride puts node's override (nil: none) in the place of the one
+// the list had for it.
+func replaceOverride(list []policy.Override, node string, o *policy.Override) []policy.Override {
+	out := make([]policy.Override, 0, len(list)+1)
+	for _, x := range list {
+		if x.Node != node {
+			out = append(out, x)
+		}
+	}
+	if o != nil {
+		out = append(out, *o)
+	}
+	return out
+}
+
+// viewFor returns the last cluster view for a decision that uses it (a
+// built-in policy, or the health script's CLUSTER_SIZE), read again first
+// when it is older than one publish interval: idle publications do not
+// read it (docs/cluster-protocol.md), so only a node that is about to
+// decide pays for the view, at most once an interval. A simulation reads
+// it with the status step, which writes nothing.
+func (d *Driver) viewFor(ctx context.Context, cfg config.Config, mode Mode, now time.Time, used bool) policy.View {
+	if !used || !d.viewStale(cfg, now) {
+		return d.View()
+	}
+	var err error
+	if mode.Simulate {
+		err = d.readView(ctx, cfg)
+	} else {
+		err = d.publish(ctx, true)
+	}
+	if err != nil {
+		d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
+	}
+	return d.View()
+}
+
+// readView reads the view through the status step (no write).
+func (d *Driver) readView(ctx context.Context, cfg config.Config) error {
+	var res StatusResult
+	code, err := d.deps.Child.Run(ctx, StepStatus, nil, cfg, &res)
+	if err != nil {
+		return exitcode.New(code, err)
+	}
+	if code != exitcode.OK {
+		return exitcode.Errorf(code, "status: %s", res.Error)
+	}
+	if !res.View.ReadAt.IsZero() {
+		d.SetView(res.View)
+	}
+	return nil
 }
 
 // Interrupt stops a running cycle child (it releases its lease); reason
@@ -202,18 +283,14 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	out.step(3, "window", DecisionPass, "", dec.Reason)
 
 	// Step 4: built-in policies on the last view, then the pre-lock gate.
-	if policy.Active(cfg.ClusterPolicies) && d.viewStale(cfg, now) {
-		if err := d.Publish(ctx); err != nil {
-			d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
-		}
-	}
-	pd := policy.Evaluate(d.View(), cfg.NodeName, cfg.ClusterPolicies)
+	view := d.viewFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
+	pd := policy.Evaluate(view, cfg.NodeName, cfg.ClusterPolicies)
 	if !pd.Allowed {
 		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)
 		return out
 	}
 	out.step(4, "policy", DecisionPass, "", pd.Reason)
-	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, d.View())
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, view)
 	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
 		// Not an answer of the script: neither counted nor logged as unhealthy.
 		out.block(4, "health", ReasonInterrupted, "stopped during the health check")

@@ -48,7 +48,11 @@ func newDriver(t *testing.T, w *world, cfg config.Config, logs *bytes.Buffer) *D
 		logs = &bytes.Buffer{}
 	}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	return New(cfg, w.deps(), log, NewMetrics("test"), NewLimiter(func() time.Time { return w.now }, DefaultRepeatEvery))
+	d := New(cfg, w.deps(), log, NewMetrics("test"), NewLimiter(func() time.Time { return w.now }, DefaultRepeatEvery))
+	// A view just read: a decision that uses it does not read it again
+	// (TestViewReadOnlyWhenUsed covers when it does).
+	d.SetView(policy.View{Nodes: []policy.NodeRecord{}, Rebooting: []policy.Slot{}, ReadAt: w.now})
+	return d
 }
 
 const (
@@ -82,11 +86,13 @@ func TestRunOnce(t *testing.T) {
 			action: ActionBlocked, reason: ReasonWindow, code: exitcode.WindowClosed, step: 3, detail: "deny window"},
 		{name: "window config error", setup: func(w *world, _ *config.Config, _ *Driver) { w.windows.err = errors.New("bad zone") },
 			action: ActionBlocked, reason: ReasonWindow, code: exitcode.WindowClosed, step: 3},
-		{name: "policy: too few healthy nodes, view refreshed first", setup: func(w *world, cfg *config.Config, _ *Driver) {
+		{name: "policy: too few healthy nodes, view refreshed first", setup: func(w *world, cfg *config.Config, d *Driver) {
+			d.SetView(policy.View{ReadAt: testNow.Add(-time.Hour)})
 			cfg.ClusterPolicies.MinHealthyAbsolute = 2
 			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-a","state":"needs_reboot"},{"node":"node-b","state":"rebooting"}],"read_at":"2026-11-29T02:58:59Z"}}`}
 		}, action: ActionBlocked, reason: ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{StepPublish}, detail: "min_healthy_absolute"},
-		{name: "policy without any view", setup: func(w *world, cfg *config.Config, _ *Driver) {
+		{name: "policy without any view", setup: func(w *world, cfg *config.Config, d *Driver) {
+			d.SetView(policy.View{})
 			cfg.ClusterPolicies.MinHealthyFraction = 0.5
 			w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
 		}, action: ActionBlocked, reason: ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{StepPublish}, detail: "cluster_view"},
@@ -283,6 +289,112 @@ func TestPublish(t *testing.T) {
 	}
 }
 
+// An idle publication reads the pause key only: it keeps the last view and
+// its age, and the pause it returns stops the next cycle at step 1. A
+// decision that uses the view (a policy, the health script's CLUSTER_SIZE,
+// before the lock or after a reboot) reads it again, with --read-view, when
+// it is older than one publish interval; nothing else does.
+func TestViewReadOnlyWhenUsed(t *testing.T) {
+	const withView = `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-a","state":"needs_reboot"},{"node":"node-c","state":"idle"}],"rebooting":[],"read_at":"2026-11-29T02:59:00Z"}}`
+	old := policy.View{Nodes: []policy.NodeRecord{{Node: "node-b", State: policy.StateIdle}}, ReadAt: testNow.Add(-10 * time.Minute)}
+	t.Run("idle publication: pause only", func(t *testing.T) {
+		w := newWorld(t)
+		w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"paused":{"v":1,"reason":"incident 9","by":"bob","since":"2026-11-29T02:00:00Z"}}`}
+		d := newDriver(t, w, testConfig(w), nil)
+		d.SetView(old)
+		if err := d.Publish(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(w.child.args[0], "--read-view") {
+			t.Errorf("idle publication asked for the view: %q", w.child.args[0])
+		}
+		v := d.View()
+		if len(v.Nodes) != 1 || v.Nodes[0].Node != "node-b" || !v.ReadAt.Equal(old.ReadAt) || v.Paused == nil || v.Paused.Reason != "incident 9" {
+			t.Errorf("view after an idle publication = %+v; want the last view with the pause", v)
+		}
+		if !d.PublishedAt().Equal(testNow) {
+			t.Errorf("PublishedAt %v", d.PublishedAt())
+		}
+		if out := d.RunOnce(context.Background(), Mode{}); out.Reason != ReasonPaused || out.Step != 1 {
+			t.Errorf("cycle after the pause was seen: %s/%s step %d", out.Action, out.Reason, out.Step)
+		}
+		w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0}`}
+		if err := d.Publish(context.Background()); err != nil || d.View().Paused != nil {
+			t.Errorf("a publication without a pause left %+v (%v)", d.View().Paused, err)
+		}
+	})
+	for _, tt := range []struct {
+		name      string
+		policies  bool
+		script    string
+		viewAge   time.Duration
+		readsView bool
+	}{
+		{"policy, stale view", true, "", 2 * time.Minute, true},
+		{"health script, stale view", false, "/bin/true", 2 * time.Minute, true},
+		{"policy and script, fresh view", true, "/bin/true", 30 * time.Second, false},
+		{"neither: the view is not used", false, "", time.Hour, false},
+	} {
+		t.Run("before the lock: "+tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			cfg := testConfig(w)
+			cfg.HealthScript = tt.script
+			if tt.policies {
+				cfg.ClusterPolicies.MinHealthyAbsolute = 1
+			}
+			w.child.answers[StepPublish] = answer{json: withView}
+			w.child.answers[StepCycle] = answer{json: dryRunJSON}
+			d := newDriver(t, w, cfg, nil)
+			d.SetView(policy.View{Nodes: []policy.NodeRecord{{Node: "node-b", State: policy.StateIdle}}, ReadAt: testNow.Add(-tt.viewAge)})
+			out := d.RunOnce(context.Background(), Mode{})
+			want := []string{StepCycle}
+			if tt.readsView {
+				want = []string{StepPublish, StepCycle}
+			}
+			if !slices.Equal(w.child.steps(), want) {
+				t.Fatalf("child steps %v, want %v (%s/%s: %s)", w.child.steps(), want, out.Action, out.Reason, out.Detail)
+			}
+			if tt.readsView {
+				if !slices.Contains(w.child.args[0], "--read-view") {
+					t.Errorf("refresh without --read-view: %q", w.child.args[0])
+				}
+				if got := w.gate.views[0].Members("node-a"); !slices.Equal(got, []string{"node-a", "node-c"}) {
+					t.Errorf("the gate saw members %v, want those of the view just read", got)
+				}
+			}
+		})
+	}
+	t.Run("simulate reads the view without writing the record", func(t *testing.T) {
+		w := newWorld(t)
+		w.child.answers[StepStatus] = answer{json: withView}
+		w.child.answers[StepCycle] = answer{json: dryRunJSON}
+		d := newDriver(t, w, testConfig(w), nil)
+		d.SetView(policy.View{})
+		d.RunOnce(context.Background(), Mode{Simulate: true})
+		if got := w.child.steps(); !slices.Equal(got, []string{StepStatus, StepCycle}) {
+			t.Fatalf("child steps %v, want status (no publication), then cycle", got)
+		}
+		if len(w.gate.views) != 1 || len(w.gate.views[0].Nodes) != 2 {
+			t.Errorf("pre-lock gate saw %+v, want the view status read", w.gate.views)
+		}
+	})
+	t.Run("after a reboot: the gate's CLUSTER_SIZE", func(t *testing.T) {
+		w := newWorld(t)
+		writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
+		w.detect.required = false
+		w.child.answers[StepPublish] = answer{json: withView}
+		d := newDriver(t, w, testConfig(w), nil)
+		d.SetView(policy.View{})
+		d.RunOnce(context.Background(), Mode{})
+		if steps := w.child.steps(); len(steps) == 0 || steps[0] != StepPublish || !slices.Contains(w.child.args[0], "--read-view") {
+			t.Fatalf("child steps %v %q, want a publication with --read-view first", steps, w.child.args)
+		}
+		if len(w.gate.phases) != 1 || w.gate.phases[0] != "post-reboot" || len(w.gate.views[0].Nodes) != 2 {
+			t.Errorf("post-reboot gate: phases %v, view %+v", w.gate.phases, w.gate.views)
+		}
+	})
+}
+
 // Identical blocked messages are logged once, then summarised.
 func TestOutcomeLogRateLimited(t *testing.T) {
 	w := newWorld(t)
@@ -360,5 +472,28 @@ func TestKillSwitchKeepsRebootRequiredCurrent(t *testing.T) {
 		if st := d.Status(); st.RebootRequired != need || st.State != policy.StateBlocked {
 			t.Errorf("need %v: status %+v", need, st)
 		}
+	}
+}
+
+// An idle publication carries this node's hold and request (not the whole
+// view): they replace the ones the last view had for this node, and leave
+// the other nodes' as they were.
+func TestPublishedKeepsThisNodesOverrides(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	d := newDriver(t, w, cfg, nil)
+	other := policy.Override{Node: "node-x", Pause: policy.Pause{Reason: "x"}}
+	d.SetView(policy.View{Holds: []policy.Override{other}})
+	mine := &policy.Override{Node: cfg.NodeName, Pause: policy.Pause{Reason: "leak", By: "ops"}}
+	d.published(PublishResult{Request: mine, Hold: mine}, testNow)
+	if r := d.View().Requested(cfg.NodeName); r == nil || r.Reason != "leak" {
+		t.Errorf("request after publish = %v", r)
+	}
+	if h := d.View().Held("node-x"); h == nil {
+		t.Error("another node's hold was dropped")
+	}
+	d.published(PublishResult{}, testNow)
+	if d.View().Requested(cfg.NodeName) != nil || d.View().Held(cfg.NodeName) != nil {
+		t.Error("a request or hold that is gone from etcd stays in the view")
 	}
 }

@@ -210,11 +210,12 @@ func (d *Daemon) publisher(ctx context.Context) {
 		case <-t.C:
 		case <-d.cycleDone:
 			// Publish in the same burst of activity as the cycle when at
-			// least half an interval has passed: every separate burst costs
+			// least half an interval has passed since the last publication
+			// (PublishedAt, with or without the view): every separate burst costs
 			// the idle process dozens of runtime wake-ups
 			// (docs/performance.md). The record stays fresh on its own timer
 			// while a cycle waits for the lock.
-			if last := d.Driver.View().ReadAt; !last.IsZero() && d.Driver.deps.Now().Sub(last) < every/2 {
+			if last := d.Driver.PublishedAt(); !last.IsZero() && d.Driver.deps.Now().Sub(last) < every/2 {
 				d.memTrim() // on the cycle's behalf
 				continue
 			}

@@ -321,19 +321,19 @@ func (s *syncBuffer) String() string {
 }
 
 // The publisher publishes right after a cycle when at least half an interval
-// has passed since the last view, so an idle node has one burst of activity
-// per cycle instead of two; with a fresh view it waits for its own timer.
+// has passed since the last publication, so an idle node has one burst of
+// activity per cycle instead of two; after a recent one it waits for its own
+// timer.
 func TestPublishFollowsCycle(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
-		readAt   time.Time
+		tick     time.Duration // the driver's clock advances this much at each reading
 		atLeast  int
 		atMost   int
 		interval int
 	}{
-		// The age of the view is taken on the driver's clock (testNow here).
-		{"stale view: publish after every cycle", testNow.Add(-time.Hour), 4, 1000, 3600},
-		{"fresh view: no publish until the timer", testNow.Add(time.Hour), 1, 2, 3600},
+		{"last publication long ago: publish after every cycle", time.Hour, 4, 1000, 3600},
+		{"recent publication: no publish until the timer", 0, 1, 2, 3600},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -341,10 +341,13 @@ func TestPublishFollowsCycle(t *testing.T) {
 			cfg := testConfig(w)
 			cfg.CheckIntervalSec = 1
 			cfg.HealthPublishIntervalSec = tt.interval
-			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[],"read_at":"` + tt.readAt.UTC().Format(time.RFC3339) + `"}}`}
+			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0}`}
+			deps := w.deps()
+			var readings atomic.Int64
+			deps.Now = func() time.Time { return testNow.Add(time.Duration(readings.Add(1)) * tt.tick) }
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			var trims atomic.Int64
-			d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, MemTrim: func() { trims.Add(1) }}
+			d := &Daemon{Driver: New(cfg, deps, log, nil, nil), Log: log, MemTrim: func() { trims.Add(1) }}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- d.Run(ctx) }()

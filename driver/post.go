@@ -128,7 +128,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		return hold("post_reboot_detect", ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
 	}
 	out.step(0, "post_reboot_detect", DecisionPass, "", "no detector fires after the reboot")
-	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePostReboot, d.View())
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePostReboot, d.viewFor(ctx, cfg, mode, now, cfg.HealthScript != ""))
 	d.countHealth(gr)
 	if !gr.Healthy {
 		return hold("post_reboot_health", ReasonPostReboot, gr.Reason)
@@ -260,9 +260,11 @@ func ClearLoop(stateDir string) (bool, error) {
 	return had, WriteHistory(stateDir, h)
 }
 
-// Publish runs the child's publish step with the current status and keeps
-// the view it returns.
-func (d *Driver) Publish(ctx context.Context) error {
+// Publish runs the child's publish step with the current status. It reads
+// the pause key only; viewFor reads the whole view when a decision needs it.
+func (d *Driver) Publish(ctx context.Context) error { return d.publish(ctx, false) }
+
+func (d *Driver) publish(ctx context.Context, readView bool) error {
 	cfg := d.Config()
 	st := d.Status()
 	last := st.LastCheck
@@ -275,7 +277,7 @@ func (d *Driver) Publish(ctx context.Context) error {
 	} else if st.Reason != "" {
 		detail = st.Reason
 	}
-	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200)}
+	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadView: readView}
 	var res PublishResult
 	code, err := d.deps.Child.Run(ctx, StepPublish, args.Args(), cfg, &res)
 	if err != nil {
@@ -284,7 +286,7 @@ func (d *Driver) Publish(ctx context.Context) error {
 	if code != exitcode.OK {
 		return exitcode.Errorf(code, "publish: %s", res.Error)
 	}
-	d.SetView(res.View)
+	d.published(res, d.deps.Now())
 	return nil
 }
 

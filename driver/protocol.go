@@ -27,7 +27,8 @@ const ChildCommand = "step"
 
 // Step names, the second argument.
 const (
-	// StepPublish writes this node's health record and returns the view.
+	// StepPublish writes this node's health record and returns the pause
+	// key (and, with --read-view, the whole view).
 	StepPublish = "publish"
 	// StepCycle acquires the lock and runs steps 5-7 of the cycle.
 	StepCycle = "cycle"
@@ -171,6 +172,10 @@ type PublishArgs struct {
 	LastCheck time.Time
 	// Detail is the reason of a blocked state, one line.
 	Detail string
+	// ReadView asks for the whole cluster view after the write. Without it
+	// the step reads only the pause key, so an idle node's publication costs
+	// etcd the same whatever the size of the fleet.
+	ReadView bool
 }
 
 // Register adds the publish flags to fs (the child side).
@@ -183,6 +188,7 @@ func (a *PublishArgs) Register(fs *flag.FlagSet) {
 		return err
 	})
 	fs.StringVar(&a.Detail, "detail", "", "why the node is blocked (`text`)")
+	fs.BoolVar(&a.ReadView, "read-view", false, "also read the whole cluster view (records, slots, pause) after the write")
 }
 
 // Args renders the flags (the daemon side).
@@ -191,6 +197,9 @@ func (a PublishArgs) Args() []string {
 		"--last-check", a.LastCheck.UTC().Format(time.RFC3339)}
 	if a.Detail != "" {
 		args = append(args, "--detail", a.Detail)
+	}
+	if a.ReadView {
+		args = append(args, "--read-view")
 	}
 	return args
 }
@@ -287,7 +296,15 @@ func (a ServeMetricsArgs) Args() []string { return []string{"--listen", a.Listen
 // PublishResult is the JSON of `step publish`.
 type PublishResult struct {
 	report.Header
-	View policy.View `json:"view"`
+	// View is the cluster view read after the write; only with --read-view.
+	View *policy.View `json:"view,omitempty"`
+	// Paused is the cluster-wide pause in effect (nil: none), read by every
+	// publication.
+	Paused *policy.Pause `json:"paused,omitempty"`
+	// Hold and Request are an operator's hold of this node and reboot
+	// request for it (nil: none), read by every publication.
+	Hold    *policy.Override `json:"hold,omitempty"`
+	Request *policy.Override `json:"request,omitempty"`
 }
 
 // CycleResult is the JSON of `step cycle`.

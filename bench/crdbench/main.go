@@ -36,7 +36,9 @@ type bench struct {
 	work     string
 	etcd     *etcdtest.Server
 	etcdPort int
-	quick    bool
+	// cluster is the 3-member etcd of make bench-scale, while it runs.
+	cluster *etcdCluster
+	quick   bool
 	// loadStart is /proc/loadavg when the run began.
 	loadStart string
 	warnings  []string

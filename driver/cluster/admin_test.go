@@ -53,7 +53,7 @@ func TestPublishReusesItsLease(t *testing.T) {
 		return resp.Kvs[0].Lease
 	}
 
-	o := n.run(append([]string{"publish"}, publishArgs(policy.StateBlocked)...)...)
+	o := n.run(append([]string{"publish", "--read-view"}, publishArgs(policy.StateBlocked)...)...)
 	if o.code != exitcode.OK {
 		t.Fatalf("publish = %d %s %s", o.code, o.stdout, o.stderr)
 	}
@@ -131,7 +131,7 @@ func TestViewShowsSlotsAndPause(t *testing.T) {
 	if o := a.run("pause", "--reason", "black friday"); o.code != exitcode.OK || o.json["changed"] != true {
 		t.Fatalf("pause = %d %s", o.code, o.stdout)
 	}
-	o := a.run(append([]string{"publish"}, publishArgs(policy.StateIdle)...)...)
+	o := a.run(append([]string{"publish", "--read-view"}, publishArgs(policy.StateIdle)...)...)
 	v := decodeView(t, o)
 	if len(v.Rebooting) != 2 || v.Rebooting[0].Node != "node-b" || v.Rebooting[0].TTLSec <= 0 || v.Rebooting[0].TTLSec > 120 ||
 		v.Rebooting[1].Node != "node-c" {
@@ -142,6 +142,85 @@ func TestViewShowsSlotsAndPause(t *testing.T) {
 	}
 	if v.Healthy("node-b") || !v.Healthy("node-a") {
 		t.Errorf("Healthy: node-b rebooting must not count, node-a must")
+	}
+}
+
+// Without --read-view a publication writes the record and reads the pause
+// key only: its output has no view, whatever the other nodes publish.
+func TestIdlePublishReadsOnlyThePause(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	a := newNode(t, embedded.Endpoint, ns, "node-a")
+	ctx := context.Background()
+	for _, other := range []string{"node-b", "node-c"} {
+		if _, err := c.Put(ctx, "/t/"+ns+"/nodes/"+other, `{"v":1,"node":"`+other+`","state":"idle"}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func() map[string]any {
+		t.Helper()
+		o := a.run(append([]string{"publish"}, publishArgs(policy.StateIdle)...)...)
+		if o.code != exitcode.OK {
+			t.Fatalf("publish = %d %s", o.code, o.stdout)
+		}
+		if _, ok := o.json["view"]; ok {
+			t.Errorf("an idle publication returned the view: %s", o.stdout)
+		}
+		return o.json
+	}
+	if out := publish(); out["paused"] != nil {
+		t.Errorf("paused = %v, want none", out["paused"])
+	}
+	resp, err := c.Get(ctx, "/t/"+ns+"/nodes/node-a")
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("record: %v, %v", resp, err)
+	}
+	var rec policy.NodeRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil || rec.V != policy.ProtocolVersion || rec.State != policy.StateIdle {
+		t.Errorf("record %s (%v); want state idle, v %d", resp.Kvs[0].Value, err, policy.ProtocolVersion)
+	}
+	if o := a.run("pause", "--reason", "black friday"); o.code != exitcode.OK {
+		t.Fatalf("pause = %d %s", o.code, o.stdout)
+	}
+	if p, _ := publish()["paused"].(map[string]any); p == nil || p["reason"] != "black friday" || p["v"] != float64(policy.ProtocolVersion) {
+		t.Errorf("paused after pause = %v", p)
+	}
+	// An operator's hold and reboot request for this node come with every
+	// publication too (one key each); another node's do not.
+	for _, args := range [][]string{
+		{"hold", "--node", "node-a", "--reason", "migration"},
+		{"request", "--node", "node-a", "--reason", "leak"},
+		{"hold", "--node", "node-b", "--reason", "other"},
+	} {
+		if o := a.run(args...); o.code != exitcode.OK {
+			t.Fatalf("%v = %d %s", args, o.code, o.stdout)
+		}
+	}
+	out := publish()
+	h, _ := out["hold"].(map[string]any)
+	r, _ := out["request"].(map[string]any)
+	if h == nil || h["node"] != "node-a" || h["reason"] != "migration" || r == nil || r["reason"] != "leak" {
+		t.Errorf("publish: hold %v request %v, want this node's", out["hold"], out["request"])
+	}
+}
+
+// A record a newer version wrote (higher "v", unknown fields) is in the
+// view and its node healthy; one this version cannot decode is left out:
+// its node is not healthy (docs/cluster-protocol.md, "Versions").
+func TestViewAcrossVersions(t *testing.T) {
+	ns := nsName(t)
+	c := newClient(t, embedded.Endpoint)
+	a := newNode(t, embedded.Endpoint, ns, "node-a")
+	ctx := context.Background()
+	if _, err := c.Put(ctx, "/t/"+ns+"/nodes/node-b", `{"v":2,"node":"node-b","state":"idle","lock":"/t/`+ns+`/lock","labels":{"rack":"r1"},"drain":true}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "/t/"+ns+"/nodes/node-c", `{"v":2,"node":"node-c","state":"idle","last_check":1767225600}`); err != nil {
+		t.Fatal(err)
+	}
+	v := decodeView(t, a.run(append([]string{"publish", "--read-view"}, publishArgs(policy.StateIdle)...)...))
+	if !v.Healthy("node-b") || v.Healthy("node-c") || len(v.Nodes) != 2 {
+		t.Errorf("view %+v: want node-a and node-b (newer, healthy), not node-c (undecodable)", v.Nodes)
 	}
 }
 

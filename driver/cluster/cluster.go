@@ -145,7 +145,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	switch name {
 	case driver.StepPublish:
 		publishArgs.Register(fs)
-		r := &driver.PublishResult{View: emptyView()}
+		r := &driver.PublishResult{}
 		res, hdr = r, &r.Header
 	case driver.StepCycle:
 		cycleArgs.Register(fs)

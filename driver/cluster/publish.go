@@ -30,8 +30,10 @@ func validStates() []string {
 		policy.StateWaiting, policy.StateRebooting, policy.StatePostReboot}
 }
 
-// publish writes this node's health record on the publish lease and reads
-// the view back.
+// publish writes this node's health record on the publish lease. With
+// --read-view it then reads the whole view; without, it reads only the pause
+// key, in the same transaction as the write: an idle node's publication
+// costs etcd the same whatever the size of the fleet (docs/cluster-protocol.md).
 func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver.PublishResult) error {
 	if !slices.Contains(validStates(), a.State) {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step publish: --state %q: use one of %s", a.State, strings.Join(validStates(), ", "))
@@ -41,7 +43,7 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	}
 	bootID, machineID, _ := s.w.ids()
 	rec := policy.NodeRecord{
-		Node: s.cfg.NodeName, State: a.State, Reason: oneLine(a.Detail, 200), RebootRequired: a.RebootRequired,
+		V: policy.ProtocolVersion, Node: s.cfg.NodeName, State: a.State, Reason: oneLine(a.Detail, 200), RebootRequired: a.RebootRequired,
 		LastCheck: a.LastCheck.UTC(), Group: s.cfg.Group, Version: version.Get().Version,
 		Lock: strings.TrimSuffix(s.cfg.LockKey, "/"), BootID: bootID, MachineID: machineID,
 	}
@@ -54,7 +56,15 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 		return err
 	}
 	rctx, cancel := s.rpcCtx(ctx)
-	_, err = s.client.Put(rctx, s.nodeKey(), string(val), clientv3.WithLease(id))
+	// With the record, the keys this node acts on whatever the view: the
+	// pause, and an operator's hold or reboot request for this node. Each
+	// is one key: an idle node's cost stays flat as the fleet grows.
+	resp, err := s.client.Txn(rctx).Then(
+		clientv3.OpPut(s.nodeKey(), string(val), clientv3.WithLease(id)),
+		clientv3.OpGet(s.pauseKey()),
+		clientv3.OpGet(slot.HoldKey(s.ns, s.cfg.NodeName)),
+		clientv3.OpGet(slot.RequestKey(s.ns, s.cfg.NodeName)),
+	).Commit()
 	cancel()
 	if err != nil {
 		return s.etcdErr(ctx, "writing the health record "+s.nodeKey(), err)
@@ -66,11 +76,23 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 		cancel()
 	}
 	s.log.Debug("health record published", "event", "published", "key", s.nodeKey(), "lease_id", fmt.Sprintf("%x", id), "state", a.State)
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		res.Paused = parsePause(kvs[0].Value)
+	}
+	if o := parseOverrides(slot.HoldsDir(s.ns), resp.Responses[2].GetResponseRange().Kvs); len(o) > 0 {
+		res.Hold = &o[0]
+	}
+	if o := parseOverrides(slot.RequestsDir(s.ns), resp.Responses[3].GetResponseRange().Kvs); len(o) > 0 {
+		res.Request = &o[0]
+	}
+	if !a.ReadView {
+		return nil
+	}
 	v, err := s.readView(ctx)
 	if err != nil {
 		return err
 	}
-	res.View = v
+	res.View, res.Paused = &v, v.Paused
 	return nil
 }
 
@@ -281,7 +303,7 @@ func (s *session) pause(ctx context.Context, a driver.PauseArgs, res *driver.Pau
 	if strings.TrimSpace(a.Reason) == "" {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step pause: --reason is required: say why reboots stop (it is shown to every node)")
 	}
-	p := policy.Pause{Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}
+	p := policy.Pause{V: policy.ProtocolVersion, Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}
 	val, _ := json.Marshal(p)
 	rctx, cancel := s.rpcCtx(ctx)
 	defer cancel()

@@ -87,6 +87,13 @@ type Options struct {
 // would then wait forever, and the whole line behind it.
 const Recheck = 30 * time.Second
 
+// ProtocolVersion is written in every annotation ("v"). It is the same
+// number as policy.ProtocolVersion, the version of everything the daemon
+// writes (docs/cluster-protocol.md, "Versions"): a reader accepts any
+// version and ignores fields it does not know; an annotation it cannot
+// decode allows one holder.
+const ProtocolVersion = 1
+
 // Annotation is the JSON value of a lock entry.
 type Annotation struct {
 	Node       string     `json:"node"`
@@ -97,6 +104,8 @@ type Annotation struct {
 	MaxHolders int        `json:"max_holders"`
 	QueuedAt   time.Time  `json:"queued_at"`
 	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
+	// V is the protocol version the writer speaks (ProtocolVersion).
+	V int `json:"v"`
 }
 
 // ValidGroup reports whether a group name is usable in a key: letters,
@@ -271,7 +280,7 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 		return nil, err
 	}
 	myKey := fmt.Sprintf("%s/%x", o.Key, grant.ID)
-	ann := Annotation{Node: o.Node, PID: o.PID, BootID: o.BootID, MachineID: o.MachineID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
+	ann := Annotation{V: ProtocolVersion, Node: o.Node, PID: o.PID, BootID: o.BootID, MachineID: o.MachineID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
 	val, _ := json.Marshal(ann)
 	tctx, cancel := rpc()
 	resp, err := c.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)).

@@ -28,6 +28,17 @@ const (
 	StatePostReboot  = "post_reboot"  // back, running post-reboot checks
 )
 
+// ProtocolVersion is the version of the values the daemon writes under a
+// namespace (health records, reboot slots, lock annotations, the pause), in
+// their field "v". It is a minor version: a reader accepts a value of any
+// version, ignores the fields it does not know, and reads a value it cannot
+// decode on the safe side (a record: the node is not healthy; a slot: it
+// counts against every lock; an annotation: max_holders 1; the pause: still
+// paused). A change older readers would misread moves to a new key prefix
+// instead (docs/cluster-protocol.md, "Versions"). A value without "v" was
+// written before versions were numbered and reads as version 0.
+const ProtocolVersion = 1
+
 // NodeRecord is one node's published health record (<ns>nodes/<node>). It
 // lives on a lease of a few publish intervals, so a node that stops
 // publishing disappears from the view.
@@ -45,6 +56,8 @@ type NodeRecord struct {
 	Lock      string `json:"lock,omitempty"`
 	BootID    string `json:"boot_id,omitempty"`
 	MachineID string `json:"machine_id,omitempty"`
+	// V is the protocol version the writer speaks (ProtocolVersion).
+	V int `json:"v"`
 }
 
 // Slot is a reboot slot (<ns>rebooting/<node>): the node is rebooting.
@@ -63,6 +76,8 @@ type Pause struct {
 	Reason string    `json:"reason"`
 	By     string    `json:"by"`
 	Since  time.Time `json:"since"`
+	// V is the protocol version the writer speaks (ProtocolVersion).
+	V int `json:"v"`
 }
 
 // View is what a node knows about the cluster at ReadAt.

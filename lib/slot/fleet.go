@@ -361,7 +361,7 @@ func (f Fleet) Take(ctx context.Context, ownerCmp clientv3.Cmp, seatKey string, 
 		// here raced with its creation.
 		return nil, ErrChanged
 	}
-	v := Value{Node: f.Node, Lock: f.Lock, Group: f.Group, Since: f.now().UTC(), BootID: f.BootID, MachineID: f.MachineID, MaxHolders: f.MaxHolders, MaxTotal: f.MaxTotal}
+	v := Value{V: policy.ProtocolVersion, Node: f.Node, Lock: f.Lock, Group: f.Group, Since: f.now().UTC(), BootID: f.BootID, MachineID: f.MachineID, MaxHolders: f.MaxHolders, MaxTotal: f.MaxTotal}
 	val, _ := json.Marshal(v)
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()

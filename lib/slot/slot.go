@@ -59,6 +59,8 @@ type Value struct {
 	MachineID  string    `json:"machine_id,omitempty"`
 	MaxHolders int       `json:"max_holders,omitempty"`
 	MaxTotal   int       `json:"max_total,omitempty"`
+	// V is the protocol version the writer speaks (policy.ProtocolVersion).
+	V int `json:"v"`
 }
 
 // Parsed is a slot as read: its value, and whether it is bound to a lock and
@@ -67,7 +69,8 @@ type Parsed struct {
 	Value
 	// Key is the slot's etcd key; the key, not the value, names the node.
 	Key string
-	// Bound is false when the value is not JSON or lacks "lock" or "group".
+	// Bound is false when the value is not JSON, has a field this version
+	// cannot decode, or lacks "lock" or "group".
 	Bound bool
 	// Lease is the slot's lease ID (0: none).
 	Lease int64
@@ -80,10 +83,13 @@ func Parse(ns, key string, value []byte, lease, modRev int64) Parsed {
 	p := Parsed{Key: key, Lease: lease, ModRevision: modRev}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(value, &raw); err == nil && raw != nil {
-		_ = json.Unmarshal(value, &p.Value)
+		// A field this version cannot decode (a newer writer changed its
+		// type) leaves the value not understood: unbound, whatever lock it
+		// seems to name. Unknown fields are ignored.
+		derr := json.Unmarshal(value, &p.Value)
 		_, hasLock := raw["lock"]
 		_, hasGroup := raw["group"]
-		p.Bound = hasLock && hasGroup && p.Lock != ""
+		p.Bound = derr == nil && hasLock && hasGroup && p.Lock != ""
 	}
 	p.Node = strings.TrimPrefix(key, Dir(ns))
 	return p

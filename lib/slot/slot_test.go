@@ -27,6 +27,12 @@ func TestParse(t *testing.T) {
 		{"empty object", `{}`, false, true},
 		{"null", `null`, false, true},
 		{"not JSON", `x`, false, true},
+		{"newer version with fields this one does not know", `{"v":2,"node":"a","lock":"/c/lock","group":"g1","drain":{"by":"x"},"since":"2026-01-01T00:00:00Z"}`, true, true},
+		{"newer version, another group", `{"v":9,"node":"a","lock":"/c/lock","group":"g2","labels":["x"]}`, true, false},
+		// A known field this version cannot decode: the value is not
+		// understood, whatever it says about its lock.
+		{"a field of a type this version cannot read", `{"v":2,"node":"a","lock":"/c/lock","group":"g2","since":1767225600}`, false, true},
+		{"a field of a type this version cannot read, another lock", `{"v":2,"node":"a","lock":"/c/other","group":"g1","max_holders":"2"}`, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Parse(ns, ns+"rebooting/key-node", []byte(tc.value), 7, 9)

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// etcdCluster is a 3-member etcd on loopback, as a production etcd runs,
+// for the fleet simulation (make bench-scale).
+type etcdCluster struct {
+	endpoints []string
+	pids      []int
+	cmds      []*exec.Cmd
+}
+
+// startCluster starts members etcd processes in dir and waits until every
+// member answers.
+func startCluster(bin, dir string, members int) (*etcdCluster, error) {
+	type urls struct{ name, client, peer string }
+	var ms []urls
+	var initial []string
+	for i := range members {
+		cp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		pp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		u := urls{fmt.Sprintf("m%d", i), fmt.Sprintf("http://127.0.0.1:%d", cp), fmt.Sprintf("http://127.0.0.1:%d", pp)}
+		ms = append(ms, u)
+		initial = append(initial, u.name+"="+u.peer)
+	}
+	c := &etcdCluster{}
+	for _, m := range ms {
+		md := filepath.Join(dir, m.name)
+		if err := os.MkdirAll(md, 0o700); err != nil {
+			c.stop()
+			return nil, err
+		}
+		lf, err := os.Create(filepath.Join(md, "etcd.log"))
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		cmd := exec.Command(bin, "--name", m.name, "--data-dir", filepath.Join(md, "data"),
+			"--listen-client-urls", m.client, "--advertise-client-urls", m.client,
+			"--listen-peer-urls", m.peer, "--initial-advertise-peer-urls", m.peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "crdbench", "--log-level", "warn")
+		cmd.Stdout, cmd.Stderr = lf, lf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			lf.Close()
+			c.stop()
+			return nil, fmt.Errorf("starting etcd member %s: %w", m.name, err)
+		}
+		go func() { _ = cmd.Wait(); lf.Close() }()
+		c.cmds = append(c.cmds, cmd)
+		c.pids = append(c.pids, cmd.Process.Pid)
+		c.endpoints = append(c.endpoints, m.client)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, ep := range c.endpoints {
+		for {
+			cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err = cl.Status(ctx, ep)
+				cancel()
+				cl.Close()
+			}
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.stop()
+				return nil, fmt.Errorf("etcd member %s not ready after 60 s: %w (logs in %s)", ep, err, dir)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return c, nil
+}
+
+func (c *etcdCluster) stop() {
+	for _, cmd := range c.cmds {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// client is a client of every member.
+func (c *etcdCluster) client() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+}
+
+// usage is the members' summed VmRSS (MiB) and CPU time (clock ticks).
+func (c *etcdCluster) usage() (rss float64, ticks int64) {
+	for _, pid := range c.pids {
+		r, _ := rssMiB(pid)
+		t, _, _ := cpuTicks(pid)
+		rss += r
+		ticks += t
+	}
+	return rss, ticks
+}
+
+// served is what the members' /metrics say they served clients, summed.
+type served struct {
+	// sentBytes is etcd_network_client_grpc_sent_bytes_total: every byte
+	// etcd sent to clients (responses, the reads included).
+	sentBytes float64
+	// requests is grpc_server_msg_received_total: every unary request and
+	// every message on a stream (a LeaseKeepAlive, a watch request).
+	requests float64
+}
+
+func (s served) minus(o served) served {
+	return served{sentBytes: s.sentBytes - o.sentBytes, requests: s.requests - o.requests}
+}
+
+// scrape reads every member's /metrics.
+func (c *etcdCluster) scrape() (served, error) {
+	var sum served
+	for _, ep := range c.endpoints {
+		resp, err := http.Get(ep + "/metrics")
+		if err != nil {
+			return sum, err
+		}
+		s, err := parseServed(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return sum, fmt.Errorf("%s/metrics: %w", ep, err)
+		}
+		sum.sentBytes += s.sentBytes
+		sum.requests += s.requests
+	}
+	return sum, nil
+}
+
+// parseServed sums the two counters over their labels in a Prometheus
+// text exposition.
+func parseServed(r io.Reader) (served, error) {
+	var s served
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, " ")
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			name = line[:i]
+			_, rest, _ = strings.Cut(line[strings.LastIndexByte(line, '}'):], " ")
+		}
+		var dst *float64
+		switch name {
+		case "etcd_network_client_grpc_sent_bytes_total":
+			dst = &s.sentBytes
+		case "grpc_server_msg_received_total":
+			dst = &s.requests
+		default:
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return s, fmt.Errorf("%q: %w", line, err)
+		}
+		*dst += v
+		seen[name] = true
+	}
+	if err := sc.Err(); err != nil {
+		return s, err
+	}
+	if !seen["etcd_network_client_grpc_sent_bytes_total"] || !seen["grpc_server_msg_received_total"] {
+		return s, fmt.Errorf("no etcd_network_client_grpc_sent_bytes_total or grpc_server_msg_received_total")
+	}
+	return s, nil
+}
