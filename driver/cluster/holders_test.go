@@ -65,25 +65,27 @@ func TestMaxOverlap(t *testing.T) {
 	}
 }
 
-// TestMaxHoldersTwoOfThree runs three nodes that each reboot twice with
-// max_holders 2. Each node's reboot command records its start in a shared
-// ledger; the node then "boots" for a while, records its end and frees its
-// slot (what the daemon does after a reboot). Never may three overlap.
-func TestMaxHoldersTwoOfThree(t *testing.T) {
-	ns := nsName(t)
+// rollout runs each node through rounds reboots at once: a cycle, whose
+// reboot command records "start NODE GROUP T" in a shared ledger, then a
+// "boot" of 150 ms, "end NODE GROUP T", a new boot id and complete (what
+// the daemon does after a reboot). It returns the reboot intervals, each
+// labelled with its node's group.
+func rollout(t *testing.T, nodes []*node, rounds int) (all []interval, group map[string]string, ledgerText string) {
+	t.Helper()
 	ledger := filepath.Join(t.TempDir(), "ledger")
+	group = map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	errs := make(chan string, 16)
-	for i := range 3 {
-		n := newNode(t, embedded.Endpoint, ns, fmt.Sprintf("node-%d", i))
-		n.cfg["max_holders"] = 2
+	errs := make(chan string, 2*len(nodes))
+	for _, n := range nodes {
+		g, _ := n.cfg["group"].(string)
+		group[n.name] = g
 		n.boot = n.name + "-boot-0"
 		script(t, filepath.Join(n.dir, "reboot.sh"), `echo "start $1 $(date +%s.%N)" >> `+ledger)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for round := range 2 {
+			for round := range rounds {
 				o := n.run("cycle", "--attempt", strconv.Itoa(round+1))
 				if o.code != exitcode.OK {
 					errs <- fmt.Sprintf("%s round %d: cycle = %d %s", n.name, round, o.code, o.stdout)
@@ -91,8 +93,7 @@ func TestMaxHoldersTwoOfThree(t *testing.T) {
 				}
 				time.Sleep(150 * time.Millisecond) // the reboot
 				mu.Lock()
-				f, err := os.OpenFile(ledger, os.O_APPEND|os.O_WRONLY, 0o644)
-				if err == nil {
+				if f, err := os.OpenFile(ledger, os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
 					fmt.Fprintf(f, "end %s %.9f\n", n.name, float64(time.Now().UnixNano())/1e9)
 					f.Close()
 				}
@@ -115,21 +116,34 @@ func TestMaxHoldersTwoOfThree(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := map[string]float64{}
-	var iv []interval
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		f := strings.Fields(line)
 		at, _ := strconv.ParseFloat(f[2], 64)
 		if f[0] == "start" {
 			open[f[1]] = at
 		} else {
-			iv = append(iv, interval{f[1], open[f[1]], at})
+			all = append(all, interval{f[1], open[f[1]], at})
 		}
 	}
-	if len(iv) != 6 {
-		t.Fatalf("ledger has %d complete intervals, want 6:\n%s", len(iv), b)
+	if len(all) != rounds*len(nodes) {
+		t.Fatalf("ledger has %d complete intervals, want %d:\n%s", len(all), rounds*len(nodes), b)
 	}
+	return all, group, string(b)
+}
+
+// TestMaxHoldersTwoOfThree runs three nodes that each reboot twice with
+// max_holders 2. Never may three overlap.
+func TestMaxHoldersTwoOfThree(t *testing.T) {
+	ns := nsName(t)
+	var nodes []*node
+	for i := range 3 {
+		n := newNode(t, embedded.Endpoint, ns, fmt.Sprintf("node-%d", i))
+		n.cfg["max_holders"] = 2
+		nodes = append(nodes, n)
+	}
+	iv, _, ledger := rollout(t, nodes, 2)
 	if most := maxOverlap(iv); most > 2 {
-		t.Errorf("%d nodes were rebooting at once with max_holders 2:\n%s", most, b)
+		t.Errorf("%d nodes were rebooting at once with max_holders 2:\n%s", most, ledger)
 	}
 }
 
@@ -138,74 +152,25 @@ func TestMaxHoldersTwoOfThree(t *testing.T) {
 // twice at once. Neither limit is ever exceeded.
 func TestTwoLimitsAtOnce(t *testing.T) {
 	ns := nsName(t)
-	ledger := filepath.Join(t.TempDir(), "ledger")
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make(chan string, 32)
+	var nodes []*node
 	for i := range 6 {
-		rack := fmt.Sprintf("rack%d", i%3)
 		n := newNode(t, embedded.Endpoint, ns, fmt.Sprintf("node-%d", i))
-		n.cfg["group"] = rack
+		n.cfg["group"] = fmt.Sprintf("rack%d", i%3)
 		n.cfg["max_holders"] = 1
 		n.cfg["max_holders_total"] = 2
-		n.boot = n.name + "-boot-0"
-		script(t, filepath.Join(n.dir, "reboot.sh"), `echo "start $1 `+rack+` $(date +%s.%N)" >> `+ledger)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for round := range 2 {
-				o := n.run("cycle", "--attempt", strconv.Itoa(round+1))
-				if o.code != exitcode.OK {
-					errs <- fmt.Sprintf("%s round %d: cycle = %d %s", n.name, round, o.code, o.stdout)
-					return
-				}
-				time.Sleep(150 * time.Millisecond) // the reboot
-				mu.Lock()
-				if f, err := os.OpenFile(ledger, os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
-					fmt.Fprintf(f, "end %s %s %.9f\n", n.name, rack, float64(time.Now().UnixNano())/1e9)
-					f.Close()
-				}
-				mu.Unlock()
-				n.boot = fmt.Sprintf("%s-boot-%d", n.name, round+1)
-				if o := n.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
-					errs <- fmt.Sprintf("%s round %d: complete = %d %s", n.name, round, o.code, o.stdout)
-					return
-				}
-			}
-		}()
+		nodes = append(nodes, n)
 	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	b, err := os.ReadFile(ledger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := map[string]float64{}
-	all := []interval{}
-	perRack := map[string][]interval{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(line)
-		at, _ := strconv.ParseFloat(f[3], 64)
-		if f[0] == "start" {
-			open[f[1]] = at
-			continue
-		}
-		iv := interval{f[1], open[f[1]], at}
-		all = append(all, iv)
-		perRack[f[2]] = append(perRack[f[2]], iv)
-	}
-	if len(all) != 12 {
-		t.Fatalf("ledger has %d complete intervals, want 12:\n%s", len(all), b)
-	}
+	all, group, ledger := rollout(t, nodes, 2)
 	if most := maxOverlap(all); most > 2 {
-		t.Errorf("%d nodes were rebooting at once with max_holders_total 2:\n%s", most, b)
+		t.Errorf("%d nodes were rebooting at once with max_holders_total 2:\n%s", most, ledger)
+	}
+	perRack := map[string][]interval{}
+	for _, iv := range all {
+		perRack[group[iv.who]] = append(perRack[group[iv.who]], iv)
 	}
 	for rack, iv := range perRack {
 		if most := maxOverlap(iv); most > 1 {
-			t.Errorf("%d nodes of %s were rebooting at once with max_holders 1:\n%s", most, rack, b)
+			t.Errorf("%d nodes of %s were rebooting at once with max_holders 1:\n%s", most, rack, ledger)
 		}
 	}
 }
