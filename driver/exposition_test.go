@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crddetect"
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crddetect"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"

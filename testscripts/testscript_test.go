@@ -15,13 +15,13 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/clusterrebootd"
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crddetect"
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdgate"
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdlock"
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdreboot"
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdwindow"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/clusterrebootd"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crddetect"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdgate"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdlock"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdreboot"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdwindow"
 )
 
 // tools are registered as cmd/<tool>/main.go runs them: cli.Main under a

@@ -1,4 +1,4 @@
-// Command clusterrebootd: see man clusterrebootd and lib/tool/clusterrebootd.
+// Command clusterrebootd: see man clusterrebootd and cmd/tool/clusterrebootd.
 package main
 
 import (
@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/clusterrebootd"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/clusterrebootd"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command crd-detect: see man crd-detect and lib/tool/crddetect.
+// Command crd-detect: see man crd-detect and cmd/tool/crddetect.
 package main
 
 import (
@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crddetect"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crddetect"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command crd-gate: see man crd-gate and lib/tool/crdgate.
+// Command crd-gate: see man crd-gate and cmd/tool/crdgate.
 package main
 
 import (
@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdgate"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdgate"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command crd-lock: see man crd-lock and lib/tool/crdlock.
+// Command crd-lock: see man crd-lock and cmd/tool/crdlock.
 package main
 
 import (
@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdlock"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdlock"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command crd-reboot: see man crd-reboot and lib/tool/crdreboot.
+// Command crd-reboot: see man crd-reboot and cmd/tool/crdreboot.
 package main
 
 import (
@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdreboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdreboot"
 )
 
 func main() {

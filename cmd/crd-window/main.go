@@ -1,4 +1,4 @@
-// Command crd-window: see man crd-window and lib/tool/crdwindow.
+// Command crd-window: see man crd-window and cmd/tool/crdwindow.
 package main
 
 import (
@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdwindow"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/tool/crdwindow"
 )
 
 func main() {

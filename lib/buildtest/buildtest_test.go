@@ -1,6 +1,8 @@
 package buildtest
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -64,3 +66,36 @@ func TestGoDefaults(t *testing.T) {
 }
 
 func isGo(path string) bool { return strings.HasSuffix(path, ".go") }
+
+// Layers point down (CONVENTIONS.md): cmd → the programs (cmd/tool, the
+// daemon in driver/) → lib. No package under lib/ imports driver/ or cmd/.
+func TestLibImportsNoProgram(t *testing.T) {
+	root := "../.."
+	const module = "github.com/clusterrebootd/clusterrebootd/"
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(filepath.Join(root, "lib"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			if strings.HasPrefix(p, module+"driver") || strings.HasPrefix(p, module+"cmd/") {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s imports %s: a library must not import a program (move the code down, or the caller up)", rel, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("only %d files under lib/ checked", checked)
+	}
+}
