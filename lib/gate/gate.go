@@ -294,7 +294,7 @@ func FromConfig(cfg config.Config, phase string) Context {
 		FallbackSet:              cfg.ClusterPolicies.FallbackNodes,
 		EtcdEndpoints:            cfg.EtcdEndpoints,
 		Phase:                    phase,
-		LockKey:                  cfg.LockKey,
+		LockKey:                  cfg.LockKeyForGroup(),
 		MinHealthyFraction:       cfg.ClusterPolicies.MinHealthyFraction,
 		MinHealthyAbsolute:       cfg.ClusterPolicies.MinHealthyAbsolute,
 		ForbidIfOnlyFallbackLeft: cfg.ClusterPolicies.ForbidIfOnlyFallbackLeft,

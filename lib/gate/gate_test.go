@@ -335,9 +335,11 @@ func TestFromConfig(t *testing.T) {
 	cfg.NodeName = "node-a"
 	cfg.ClusterPolicies = config.Policies{MinHealthyFraction: 0.5, MinHealthyAbsolute: 2, ForbidIfOnlyFallbackLeft: true, FallbackNodes: []string{"f"}}
 	cfg.DryRun = true
+	cfg.Group = "rack1"
 	c := FromConfig(cfg, PhaseUnderLock)
+	// LOCK_KEY is the group's lock key, as the pre-reboot hooks get it.
 	want := Context{Node: "node-a", FallbackSet: []string{"f"}, EtcdEndpoints: cfg.EtcdEndpoints, Phase: PhaseUnderLock,
-		LockKey: cfg.LockKey, MinHealthyFraction: 0.5, MinHealthyAbsolute: 2, ForbidIfOnlyFallbackLeft: true, DryRun: true}
+		LockKey: cfg.LockKey + "/rack1", MinHealthyFraction: 0.5, MinHealthyAbsolute: 2, ForbidIfOnlyFallbackLeft: true, DryRun: true}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
 	}
