@@ -147,6 +147,7 @@ func TestParseCalendarInvalid(t *testing.T) {
 		{"unknown weekday after an ordinal", "2nd Tues 22:00-23:00", `unknown day "Tues"`, "2nd Tue 22:00-02:00"},
 		{"ordinal of a range", "2nd Mon-Fri 22:00-23:00", `unknown day "Mon-Fri"`, "2nd Tue 22:00-02:00"},
 		{"before is not a form", "Sat before 2nd Tue 02:00-06:00", `unknown days "Sat before 2nd Tue"`, "2nd Tue 22:00-02:00"},
+		{"a month and a day is unknown days, not a start time \"30 01:00\"", "Feb 30 01:00-02:00", `unknown days "Feb 30"`, "2nd Tue 22:00-02:00"},
 		{"after an unknown day", "Sa after 2nd Tue 02:00-06:00", `unknown day "Sa"`, "Sat after 2nd Tue 02:00-06:00"},
 		{"after a bad ordinal", "Sat after 2th Tue 02:00-06:00", `write 2nd`, "Sat after 2nd Tue 02:00-06:00"},
 		{"two weekdays without a comma", "Mon Tue 10:00-11:00", `unknown days "Mon Tue"`, "2nd Tue 22:00-02:00"},
