@@ -308,16 +308,14 @@ func scalingDoc(results []scaleResult, h handoverCompare, warnings []string) str
 		reqPerPub = results[0].served.requests / float64(results[0].publishes)
 	}
 	fmt.Fprintf(&w, "## Load on etcd with the defaults, all nodes idle (computed)\n\n"+
-		"A health record is about %d bytes (key and value, measured below). An idle publication reads 2 keys (its "+
-		"own record and the pause), whatever the size of the fleet, in %s requests as measured below (among "+
-		"them the connection check of lib/etcd, the LeaseKeepAlive, the Get of its own record and the Txn). The "+
-		"connection check is a count-only range over the namespace: it returns no record, but etcd walks its index "+
-		"of the namespace's keys to count them, so it is the one part of an idle publication whose etcd CPU (not "+
-		"its bytes or requests) grows with the fleet; compare the CPU per 1,000 nodes below.\n\n", rec, num(reqPerPub))
+		"A health record is about %d bytes (key and value, measured below). An idle publication reads single keys "+
+		"only (its own record, the pause, its hold and request), whatever the size of the fleet, in %s requests as "+
+		"measured below (among them the connection check of lib/etcd, one key at the namespace's own name, the "+
+		"LeaseKeepAlive, the Get of its own record and the Txn); compare etcd's CPU per 1,000 nodes below.\n\n", rec, num(reqPerPub))
 	w.WriteString("| nodes | keys | leases | watches | requests/s | writes/s (Put) | keys read/s | records read/s (view) | new connections/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range []float64{100, 1000, 10000} {
 		perS := n / pub
-		fmt.Fprintf(&w, "| %.0f | %.0f | %.0f | 0 | %s | %s | %s | 0 | %s |\n", n, n, n, num(reqPerPub*perS), num(perS), num(2*perS), num(perS))
+		fmt.Fprintf(&w, "| %.0f | %.0f | %.0f | 0 | %s | %s | %s | 0 | %s |\n", n, n, n, num(reqPerPub*perS), num(perS), num(4*perS), num(perS))
 	}
 	w.WriteString("\nDuring a rollout add, per group, one lock entry and lease per waiting node, one or two watches per " +
 		"waiting node, at most max_holders slot keys and leases, and one view read per interval for each node " +

@@ -131,9 +131,11 @@ func ConnectOptions(ctx context.Context, o Options) (*clientv3.Client, error) {
 	}
 	vctx, cancel := context.WithTimeout(ctx, dial)
 	defer cancel()
-	// A count-only range over the namespace needs read permission on exactly
-	// what the product uses, so it checks reachability, TLS and auth at once.
-	_, err = client.Get(vctx, o.Namespace, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	// One key at the namespace's own name: it needs read permission on the
+	// namespace (a role granted the prefix has it), so it checks
+	// reachability, TLS and auth at once, and costs etcd the same whatever
+	// the size of the fleet (a count over the prefix walked every key).
+	_, err = client.Get(vctx, o.Namespace, clientv3.WithCountOnly())
 	if err != nil {
 		client.Close()
 		if errors.Is(ctx.Err(), context.Canceled) {
