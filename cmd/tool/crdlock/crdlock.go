@@ -13,8 +13,8 @@
 // Description:
 //
 // hold waits for the etcd lock (lock_key, or lock_key/GROUP), runs COMMAND in
-// its own process group with CRD_LOCK_KEY, CRD_FENCING_TOKEN, CRD_LEASE_ID and
-// CRD_NODE in its environment, forwards SIGINT, SIGTERM and SIGHUP to it,
+// its own process group with LOCK_KEY, FENCING_TOKEN, LEASE_ID and
+// NODE_NAME in its environment, forwards SIGINT, SIGTERM and SIGHUP to it,
 // releases the lock when it exits and exits with its status, like flock(1) and
 // `etcdctl lock`. COMMAND inherits stdin, stdout and stderr; crd-lock prints
 // nothing on stdout before COMMAND ends and then exactly one JSON line, so the
