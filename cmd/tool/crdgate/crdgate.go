@@ -118,7 +118,7 @@ func writeStream(w io.Writer, name, s string, truncated bool) {
 // Run is the entry point of crd-gate.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var c cli.Common
 	c.Register(fs)
 	script := fs.String("script", "", "health script `path` (overrides health_script)")

@@ -74,8 +74,8 @@ func (r *HoldResult) Text(w io.Writer) error {
 
 func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crd-lock hold", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f flags
+	fs.SetOutput(stdout) // --help and --version
+	f := flags{synopsis: "crd-lock hold [flags] -- COMMAND [ARG...]"}
 	f.register(fs)
 	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
 	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")

@@ -66,7 +66,7 @@ func describe(e lock.Entry) string {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crd-lock status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var f flags
 	f.register(fs)
 	res := &StatusResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "status"}, Holders: []lock.Entry{}, Waiters: []lock.Entry{}}
@@ -137,7 +137,7 @@ func (r *ReleaseResult) Text(w io.Writer) error {
 
 func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crd-lock release", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var f flags
 	f.register(fs)
 	holder := fs.String("holder", "", "`node` whose entries to release (default this node)")
