@@ -37,10 +37,10 @@
 //
 // Exit status:
 //
-//	0  done (hold: COMMAND exited 0; status: the lock is free; release: done)
+//	0  done (hold: COMMAND exited 0; status: the query answered, held or not; release: done)
 //	2  usage or configuration error, COMMAND not found, or acquire
 //	4  hold: not acquired within --timeout, or lost while COMMAND ran;
-//	   status: the lock is held; release: held by another node, no --force
+//	   release: held by another node, no --force
 //	7  etcd unreachable, TLS or authentication failure
 //	130 interrupted while waiting for the lock
 //	other: COMMAND's own exit status (128+N when killed by signal N)
