@@ -46,7 +46,7 @@ func HookEnv(cfg config.Config, phase string) []string {
 		"PATH=" + reboot.Path,
 		"LC_ALL=C",
 		"NODE_NAME=" + cfg.NodeName,
-		"CRD_PHASE=" + phase,
+		"PHASE=" + phase,
 		"ETCD_ENDPOINTS=" + strings.Join(cfg.EtcdEndpoints, ","),
 	}
 }

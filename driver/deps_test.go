@@ -115,7 +115,7 @@ func TestRealHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Split(strings.TrimSpace(string(b)), "\n")
-	for _, want := range []string{"NODE_NAME=node-a", "CRD_PHASE=post-reboot", "ETCD_ENDPOINTS=https://10.0.0.1:2379,https://10.0.0.2:2379", "LC_ALL=C", "PATH=" + reboot.Path} {
+	for _, want := range []string{"NODE_NAME=node-a", "PHASE=post-reboot", "ETCD_ENDPOINTS=https://10.0.0.1:2379,https://10.0.0.2:2379", "LC_ALL=C", "PATH=" + reboot.Path} {
 		if !slices.Contains(got, want) {
 			t.Errorf("post-reboot hook environment lacks %s: %q", want, got)
 		}

@@ -11,7 +11,7 @@
 # reason shown in clusterrebootd's logs and status.
 #
 # The daemon passes a fixed environment (NODE_NAME, CLUSTER_SIZE, FALLBACK_SET,
-# ETCD_ENDPOINTS, CRD_PHASE, CRD_HEALTH_TIMEOUT_SEC, ...). Settings of this
+# ETCD_ENDPOINTS, PHASE, HEALTH_TIMEOUT_SEC, ...). Settings of this
 # script go in HC_CONFIG (default /etc/clusterrebootd/health-check.env), a
 # shell fragment of these variables:
 #
@@ -24,7 +24,7 @@
 #   HC_SLA_URL=""         URL answering with one number (e.g. availability in %); empty: no SLA check
 #   HC_SLA_MIN=""         the number must be >= this (e.g. 99.9) ...
 #   HC_SLA_MAX=""         ... and/or <= this (e.g. an error rate of 0.01)
-#   HC_TIMEOUT=5          seconds per network call (kept below CRD_HEALTH_TIMEOUT_SEC)
+#   HC_TIMEOUT=5          seconds per network call (kept below HEALTH_TIMEOUT_SEC)
 set -u
 
 HC_CONFIG=${HC_CONFIG:-/etc/clusterrebootd/health-check.env}
@@ -42,10 +42,10 @@ HC_TIMEOUT=5
 NODE_NAME=${NODE_NAME:-$(hostname)}
 FALLBACK_SET=${FALLBACK_SET:-}
 ETCD_ENDPOINTS=${ETCD_ENDPOINTS:-http://127.0.0.1:2379}
-CRD_PHASE=${CRD_PHASE:-pre-lock}
+PHASE=${PHASE:-pre-lock}
 
 fail() {
-	echo "$CRD_PHASE: $*" >&2
+	echo "$PHASE: $*" >&2
 	exit 1
 }
 
@@ -129,5 +129,5 @@ check_sla() {
 check_etcd
 check_fallback
 check_sla
-echo "$CRD_PHASE: healthy (etcd quorum, fallback, SLA checks passed)" >&2
+echo "$PHASE: healthy (etcd quorum, fallback, SLA checks passed)" >&2
 exit 0

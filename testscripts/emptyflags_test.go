@@ -23,7 +23,7 @@ func TestEveryFlagRefusesAnEmptyValue(t *testing.T) {
 		"crd-lock":       {"hold", "status", "release", "complete"},
 		"clusterrebootd": {"run", "simulate", "status", "validate-config", "version", "pause", "resume"},
 	}
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
+	flagLine := regexp.MustCompile(`(?m)^  --([a-z][a-z0-9-]*)`)
 	for name, subs := range subcommands {
 		for _, sub := range subs {
 			var prefix []string
@@ -31,7 +31,7 @@ func TestEveryFlagRefusesAnEmptyValue(t *testing.T) {
 				prefix = []string{sub}
 			}
 			var help bytes.Buffer
-			_ = tools[name](context.Background(), append(prefix, "--help"), nil, new(bytes.Buffer), &help)
+			_ = tools[name](context.Background(), append(prefix, "--help"), nil, &help, new(bytes.Buffer))
 			flags := flagLine.FindAllStringSubmatch(help.String(), -1)
 			if len(flags) < 5 {
 				t.Fatalf("%s %s --help lists %d flags, want at least the common ones:\n%s", name, sub, len(flags), help.String())

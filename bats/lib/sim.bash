@@ -117,8 +117,8 @@ sim_node_add() {
 	cat >"$d/health.sh" <<-EOF
 		#!/bin/sh
 		# Simulated node $name: healthy, unless a scenario hook says otherwise.
-		if [ -x "$d/hook-\$CRD_PHASE" ]; then
-			exec "$d/hook-\$CRD_PHASE"
+		if [ -x "$d/hook-\$PHASE" ]; then
+			exec "$d/hook-\$PHASE"
 		fi
 		exit 0
 	EOF

@@ -20,7 +20,7 @@ import (
 func withAbortHooks(t *testing.T, n *node) string {
 	t.Helper()
 	abortLog := filepath.Join(n.dir, "abort-log")
-	script(t, filepath.Join(n.dir, "uncordon.sh"), `echo "$CRD_PHASE $CRD_ABORT_REASON $NODE_NAME $LOCK_KEY $CRD_LEASE_ID" >> '`+abortLog+`'`)
+	script(t, filepath.Join(n.dir, "uncordon.sh"), `echo "$PHASE $ABORT_REASON $NODE_NAME $LOCK_KEY $LEASE_ID" >> '`+abortLog+`'`)
 	n.cfg["abort_hooks"] = []map[string]any{
 		{"name": "notify", "cmd": []string{"/bin/sh", "-c", "echo notify refused >&2; exit 3"}, "timeout_sec": 5},
 		{"name": "uncordon", "cmd": []string{filepath.Join(n.dir, "uncordon.sh")}, "timeout_sec": 5},

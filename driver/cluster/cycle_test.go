@@ -83,7 +83,7 @@ func TestCycleRealRebootThenComplete(t *testing.T) {
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.boot = "boot-1"
 	hookLog := filepath.Join(n.dir, "hook-log")
-	script(t, filepath.Join(n.dir, "hook.sh"), `echo "hook $CRD_SLOT_KEY $(ls `+n.calls+` 2>/dev/null)" >> `+hookLog)
+	script(t, filepath.Join(n.dir, "hook.sh"), `echo "hook $SLOT_KEY $(ls `+n.calls+` 2>/dev/null)" >> `+hookLog)
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 5}}
 
 	o := n.run("cycle", "--attempt", "2")
@@ -99,7 +99,7 @@ func TestCycleRealRebootThenComplete(t *testing.T) {
 	}
 	// The hook ran before the reboot command (it saw no calls file) and knew the slot.
 	if b, err := os.ReadFile(hookLog); err != nil || strings.TrimSpace(string(b)) != "hook "+slotKey {
-		t.Errorf("hook log = %q (%v), want it to run before the reboot command with CRD_SLOT_KEY", b, err)
+		t.Errorf("hook log = %q (%v), want it to run before the reboot command with SLOT_KEY", b, err)
 	}
 	m, err := reboot.ReadMarker(filepath.Join(n.dir, "state"))
 	if err != nil || m.Node != "node-a" || m.Extra["slot_key"] != slotKey {

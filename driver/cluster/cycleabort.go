@@ -45,7 +45,7 @@ func (c *cycleRun) abortHooks() {
 		return
 	}
 	actx := context.WithoutCancel(c.ctx)
-	env := append(c.hookEnvFor("abort"), "CRD_ABORT_REASON="+c.res.Reason)
+	env := append(c.hookEnvFor("abort"), "ABORT_REASON="+c.res.Reason)
 	c.log.Warn("the reboot was aborted after the pre-reboot hooks started; running the abort hooks", "event", "abort_hooks",
 		"reason", c.res.Reason, "hooks", len(c.cfg.AbortHooks))
 	for i, h := range c.cfg.AbortHooks {

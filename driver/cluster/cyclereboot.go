@@ -59,14 +59,14 @@ func (c *cycleRun) hooks() error {
 // (driver.HookEnv) and the lock's and the slot's.
 func (c *cycleRun) hookEnv() []string { return c.hookEnvFor("pre-reboot") }
 
-// hookEnvFor is hookEnv with CRD_PHASE set to phase (abort hooks get the
+// hookEnvFor is hookEnv with PHASE set to phase (abort hooks get the
 // pre-reboot hooks' environment under their own phase).
 func (c *cycleRun) hookEnvFor(phase string) []string {
 	return append(driver.HookEnv(c.cfg, phase),
 		"LOCK_KEY="+c.lockKey(),
-		"CRD_LEASE_ID="+c.res.LeaseID,
-		"CRD_FENCING_TOKEN="+strconv.FormatInt(c.res.FencingToken, 10),
-		"CRD_SLOT_KEY="+c.slotKey(),
+		"LEASE_ID="+c.res.LeaseID,
+		"FENCING_TOKEN="+strconv.FormatInt(c.res.FencingToken, 10),
+		"SLOT_KEY="+c.slotKey(),
 	)
 }
 

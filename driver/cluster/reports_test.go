@@ -84,7 +84,7 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 		}, driver.StopPoint{Running: driver.RunningSlotWait}, "while waiting for a reboot slot (nothing was running)"},
 		{"the under-lock health script", func(t *testing.T, n *node, _ *clientv3.Client, _ string) string {
 			started := filepath.Join(n.dir, "health-started")
-			script(t, n.health, `[ "$CRD_PHASE" = under-lock ] && touch `+started+`; sleep 20`)
+			script(t, n.health, `[ "$PHASE" = under-lock ] && touch `+started+`; sleep 20`)
 			return started
 		}, driver.StopPoint{Running: driver.RunningHealthScript}, "while the under-lock health script ran (it got SIGTERM)"},
 		{"the second pre-reboot hook", func(t *testing.T, n *node, _ *clientv3.Client, _ string) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/version"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
@@ -53,7 +54,24 @@ func (c *Common) Register(fs *flag.FlagSet) {
 // Parse parses args (and CRD_* environment variables) into fs. A usage error
 // carries exit code 2; -h/--help returns flag.ErrHelp (exit 0) after usage is
 // printed to fs.Output().
+//
+// --version and -V (before any argument that is not a flag) print
+// version.Line of the program to fs.Output() and return an error that is
+// flag.ErrHelp too (exit 0). They are not flags: no CRD_VERSION variable
+// can set them.
 func Parse(fs *flag.FlagSet, args []string) error {
+	return ParseSynopsis(fs, args, fs.Name()+" [flags]")
+}
+
+// ParseSynopsis is Parse with the first line of --help given: a tool that
+// takes arguments besides flags names them ("crd-lock hold [flags] --
+// COMMAND [ARG...]").
+func ParseSynopsis(fs *flag.FlagSet, args []string, synopsis string) error {
+	if askedVersion(fs, args) {
+		program, _, _ := strings.Cut(fs.Name(), " ")
+		fmt.Fprintln(fs.Output(), version.Line(program))
+		return ErrVersion
+	}
 	// The flag package prints the error and the whole usage on a bad flag;
 	// we want one line naming the problem, and the usage only on --help.
 	out := fs.Output()
@@ -63,7 +81,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	err := ff.Parse(fs, args, ff.WithEnvVarPrefix(EnvPrefix))
 	restore(fs)
 	fs.SetOutput(out)
-	fs.Usage = usage(fs)
+	fs.Usage = func() { Usage(fs.Output(), fs, synopsis) }
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage()
 		return err
@@ -166,11 +184,75 @@ func valueHint(fs *flag.FlagSet, msg string) string {
 	return ""
 }
 
-func usage(fs *flag.FlagSet) func() {
-	return func() {
-		fmt.Fprintf(fs.Output(), "Usage of %s (each flag is also the environment variable %s_<FLAG_NAME>):\n", fs.Name(), EnvPrefix)
-		fs.PrintDefaults()
+// ErrVersion is what Parse returns after printing the version for
+// --version or -V; errors.Is(ErrVersion, flag.ErrHelp) holds, so every
+// caller that ends quietly with exit 0 after --help does so after
+// --version too.
+var ErrVersion error = versionShown{}
+
+type versionShown struct{}
+
+func (versionShown) Error() string        { return "version shown" }
+func (versionShown) Is(target error) bool { return target == flag.ErrHelp }
+
+// askedVersion reports whether args hold --version or -V (one or two
+// dashes) among the flags, before "--" or the first argument that is not
+// a flag or a flag's value.
+func askedVersion(fs *flag.FlagSet, args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			return false
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if name == "version" || name == "V" {
+			return true
+		}
+		f := fs.Lookup(name)
+		if f == nil || hasValue {
+			continue
+		}
+		if b, ok := f.Value.(boolFlag); !ok || !b.IsBoolFlag() {
+			i++ // the flag's value
+		}
 	}
+	return false
+}
+
+// Usage prints the help of fs in the layout every tool shares: the
+// synopsis, then each flag with its --long spelling, value name, meaning
+// and default, then where the rest is documented.
+func Usage(w io.Writer, fs *flag.FlagSet, synopsis string) {
+	program, _, _ := strings.Cut(fs.Name(), " ")
+	fmt.Fprintf(w, "Usage: %s\n\n", synopsis)
+	fmt.Fprintf(w, "Flags (each is also the environment variable %s_<FLAG>, such as %s_CONFIG for --config):\n", EnvPrefix, EnvPrefix)
+	PrintFlags(w, fs)
+	fmt.Fprintf(w, "\n  -h, --help      this help\n  -V, --version   the version\n\nSee man %s.\n", program)
+}
+
+// PrintFlags lists the flags of fs, each as "  --name VALUE" and its
+// meaning on the next line, with the default when it is not the zero value.
+func PrintFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		value, meaning := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if value != "" {
+			line += " " + strings.ToUpper(value)
+		}
+		fmt.Fprintln(w, line)
+		if !zeroDefault(f.DefValue) {
+			meaning += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "        %s\n", strings.ReplaceAll(meaning, "\n", "\n        "))
+	})
+}
+
+func zeroDefault(v string) bool {
+	switch v {
+	case "", "0", "false", "0s", "[]":
+		return true
+	}
+	return false
 }
 
 // IsSet reports whether the flag name was given on the command line or through

@@ -17,6 +17,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
+	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
 func newFS(out io.Writer) (*flag.FlagSet, *Common, *int) {
@@ -41,7 +42,7 @@ func TestParse(t *testing.T) {
 		{"ok", []string{"--count", "3"}, nil, 0, "", true, ""},
 		{"unknown flag is one line, no usage dump", []string{"--bogus"}, nil, 2, "", true, "crd-test: flag provided but not defined: -bogus (see crd-test --help)"},
 		{"bad value", []string{"--count", "x"}, nil, 2, "", true, "invalid value \"x\" for flag -count"},
-		{"help prints usage, exit 0", []string{"--help"}, nil, 0, "CRD_<FLAG_NAME>", false, ""},
+		{"help prints usage, exit 0", []string{"--help"}, nil, 0, "CRD_<FLAG>", false, ""},
 		{"env sets a flag", nil, map[string]string{"CRD_COUNT": "7"}, 0, "", true, ""},
 		{"bad env value", nil, map[string]string{"CRD_COUNT": "seven"}, 2, "", true, "CRD_COUNT"},
 	}
@@ -275,8 +276,75 @@ func TestParseRefusesEmptyValues(t *testing.T) {
 		fs, _, _, _ = newSet()
 		fs.SetOutput(&out)
 		_ = Parse(fs, []string{"--help"})
-		if strings.Contains(out.String(), "(default false)") || !strings.Contains(out.String(), `(default "/default")`) {
+		if strings.Contains(out.String(), "(default false)") || !strings.Contains(out.String(), "(default /default)") {
 			t.Fatalf("help changed:\n%s", out.String())
 		}
 	})
+}
+
+func TestParseVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"long", []string{"--version"}, true},
+		{"short", []string{"-V"}, true},
+		{"one dash long", []string{"-version"}, true},
+		{"after a flag and its value", []string{"--config", "c.yaml", "-V"}, true},
+		{"after a bool flag", []string{"--force", "--version"}, true},
+		{"as a flag's value", []string{"--config", "-V"}, false},
+		{"after an argument", []string{"status", "-V"}, false},
+		{"after --", []string{"--", "-V"}, false},
+		{"none", []string{"--force"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("crd-test sub", flag.ContinueOnError)
+			var out strings.Builder
+			fs.SetOutput(&out)
+			fs.String("config", "", "configuration `file`")
+			fs.Bool("force", false, "force")
+			err := Parse(fs, tc.args)
+			if got := errors.Is(err, ErrVersion); got != tc.want {
+				t.Fatalf("Parse(%q) = %v, want the version: %v", tc.args, err, tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			if !errors.Is(err, flag.ErrHelp) || exitcode.CodeOf(err) != exitcode.OK {
+				t.Errorf("err %v: want flag.ErrHelp and exit 0", err)
+			}
+			if want := version.Line("crd-test") + "\n"; out.String() != want {
+				t.Errorf("printed %q, want %q", out.String(), want)
+			}
+		})
+	}
+}
+
+func TestUsageLayout(t *testing.T) {
+	fs := flag.NewFlagSet("crd-test", flag.ContinueOnError)
+	var out strings.Builder
+	fs.SetOutput(&out)
+	var c Common
+	c.Register(fs)
+	fs.Bool("force", false, "force it")
+	fs.Duration("wait", 0, "wait this `duration`")
+	if err := Parse(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Parse(--help) = %v", err)
+	}
+	for _, want := range []string{
+		"Usage: crd-test [flags]\n",
+		"\n  --config FILE\n        configuration file; a missing default file means built-in defaults (default /etc/clusterrebootd/config.yaml)\n",
+		"\n  --force\n        force it\n",
+		"\n  --wait DURATION\n        wait this duration\n",
+		"\n  -V, --version   the version\n",
+		"\nSee man crd-test.\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "\n  -config") {
+		t.Errorf("help has Go's one-dash spelling:\n%s", out.String())
+	}
 }

@@ -34,7 +34,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
 
-// The phases a health check runs in (CRD_PHASE).
+// The phases a health check runs in (PHASE).
 const (
 	PhasePreLock    = "pre-lock"
 	PhaseUnderLock  = "under-lock"
@@ -69,7 +69,7 @@ type Context struct {
 	FallbackSet []string
 	// EtcdEndpoints are the etcd client URLs (ETCD_ENDPOINTS, comma-separated).
 	EtcdEndpoints []string
-	// Phase is pre-lock, under-lock or post-reboot (CRD_PHASE).
+	// Phase is pre-lock, under-lock or post-reboot (PHASE).
 	Phase string
 	// LockKey is the etcd lock key (LOCK_KEY).
 	LockKey string
@@ -79,7 +79,7 @@ type Context struct {
 	MinHealthyFraction       float64
 	MinHealthyAbsolute       int
 	ForbidIfOnlyFallbackLeft bool
-	// DryRun tells the script no reboot will follow (CRD_DRY_RUN).
+	// DryRun tells the script no reboot will follow (DRY_RUN).
 	DryRun bool
 	// Checks are the built-in checks run before the script in the
 	// pre-lock and under-lock phases; they are not passed to the script.
@@ -101,12 +101,12 @@ func (c Context) Environ() []string {
 		"CLUSTER_SIZE=" + size,
 		"FALLBACK_SET=" + strings.Join(c.FallbackSet, ","),
 		"ETCD_ENDPOINTS=" + strings.Join(c.EtcdEndpoints, ","),
-		"CRD_PHASE=" + c.Phase,
+		"PHASE=" + c.Phase,
 		"LOCK_KEY=" + c.LockKey,
 		"MIN_HEALTHY_FRACTION=" + strconv.FormatFloat(c.MinHealthyFraction, 'g', -1, 64),
 		"MIN_HEALTHY_ABSOLUTE=" + strconv.Itoa(c.MinHealthyAbsolute),
 		"FORBID_IF_ONLY_FALLBACK_LEFT=" + strconv.FormatBool(c.ForbidIfOnlyFallbackLeft),
-		"CRD_DRY_RUN=" + strconv.FormatBool(c.DryRun),
+		"DRY_RUN=" + strconv.FormatBool(c.DryRun),
 	}
 }
 
@@ -203,7 +203,7 @@ func Run(ctx context.Context, runner proc.Runner, script string, timeout time.Du
 	if err := CheckScript(script); err != nil {
 		return fail(err)
 	}
-	env := append(c.Environ(), "CRD_HEALTH_TIMEOUT_SEC="+strconv.FormatFloat(timeout.Seconds(), 'g', -1, 64))
+	env := append(c.Environ(), "HEALTH_TIMEOUT_SEC="+strconv.FormatFloat(timeout.Seconds(), 'g', -1, 64))
 	pr := runner.Run(ctx, proc.Spec{Argv: []string{script}, Env: env, Dir: "/", Timeout: timeout, MaxOutput: MaxOutput})
 
 	res.ExitStatus = pr.ExitCode

@@ -38,14 +38,14 @@ func TestEnviron(t *testing.T) {
 		{"full context", testContext(), []string{
 			"PATH=" + Path, "LC_ALL=C", "NODE_NAME=node-a", "CLUSTER_SIZE=5",
 			"FALLBACK_SET=node-d,node-e", "ETCD_ENDPOINTS=https://10.0.0.1:2379,https://10.0.0.2:2379",
-			"CRD_PHASE=pre-lock", "LOCK_KEY=/cluster/clusterrebootd/lock", "MIN_HEALTHY_FRACTION=0.75",
-			"MIN_HEALTHY_ABSOLUTE=3", "FORBID_IF_ONLY_FALLBACK_LEFT=true", "CRD_DRY_RUN=false",
+			"PHASE=pre-lock", "LOCK_KEY=/cluster/clusterrebootd/lock", "MIN_HEALTHY_FRACTION=0.75",
+			"MIN_HEALTHY_ABSOLUTE=3", "FORBID_IF_ONLY_FALLBACK_LEFT=true", "DRY_RUN=false",
 		}},
 		{"unknown values stay present and empty", Context{Phase: PhaseUnderLock, DryRun: true}, []string{
 			"PATH=" + Path, "LC_ALL=C", "NODE_NAME=", "CLUSTER_SIZE=",
 			"FALLBACK_SET=", "ETCD_ENDPOINTS=",
-			"CRD_PHASE=under-lock", "LOCK_KEY=", "MIN_HEALTHY_FRACTION=0",
-			"MIN_HEALTHY_ABSOLUTE=0", "FORBID_IF_ONLY_FALLBACK_LEFT=false", "CRD_DRY_RUN=true",
+			"PHASE=under-lock", "LOCK_KEY=", "MIN_HEALTHY_FRACTION=0",
+			"MIN_HEALTHY_ABSOLUTE=0", "FORBID_IF_ONLY_FALLBACK_LEFT=false", "DRY_RUN=true",
 		}},
 	}
 	for _, tt := range tests {
@@ -235,16 +235,16 @@ func TestRunEnvironment(t *testing.T) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	want := []string{"CLUSTER_SIZE", "CRD_DRY_RUN", "CRD_HEALTH_TIMEOUT_SEC", "CRD_PHASE", "ETCD_ENDPOINTS",
-		"FALLBACK_SET", "FORBID_IF_ONLY_FALLBACK_LEFT", "LC_ALL", "LOCK_KEY", "MIN_HEALTHY_ABSOLUTE",
-		"MIN_HEALTHY_FRACTION", "NODE_NAME", "PATH"}
+	want := []string{"CLUSTER_SIZE", "DRY_RUN", "ETCD_ENDPOINTS", "FALLBACK_SET",
+		"FORBID_IF_ONLY_FALLBACK_LEFT", "HEALTH_TIMEOUT_SEC", "LC_ALL", "LOCK_KEY", "MIN_HEALTHY_ABSOLUTE",
+		"MIN_HEALTHY_FRACTION", "NODE_NAME", "PATH", "PHASE"}
 	if !slices.Equal(names, want) {
 		t.Errorf("script saw %q\nwant      %q", names, want)
 	}
 	if strings.Contains(string(b), "hunter2") || strings.Contains(string(b), "/etc/secret") {
 		t.Errorf("secret leaked into the script's environment:\n%s", b)
 	}
-	if !strings.Contains(string(b), "CRD_HEALTH_TIMEOUT_SEC=10\n") {
+	if !strings.Contains(string(b), "HEALTH_TIMEOUT_SEC=10\n") {
 		t.Errorf("timeout not passed:\n%s", b)
 	}
 }

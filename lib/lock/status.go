@@ -119,7 +119,7 @@ func Entries(ctx context.Context, c *clientv3.Client, key string) (Info, error) 
 	return info, nil
 }
 
-// ParseLeaseID parses a lease ID in hex (as in entries and CRD_LEASE_ID).
+// ParseLeaseID parses a lease ID in hex (as in entries and LEASE_ID).
 func ParseLeaseID(s string) (clientv3.LeaseID, error) {
 	v, err := strconv.ParseInt(s, 16, 64)
 	if err != nil {

@@ -39,3 +39,11 @@ func Get() Info {
 	}
 	return i
 }
+
+// Line is the one-line version of program that `clusterrebootd version
+// --format text` and every tool's --version print:
+// "crd-gate 1.2.0 (commit abc123, built 2026-01-01, go1.24.1, linux/amd64)".
+func Line(program string) string {
+	i := Get()
+	return program + " " + i.Version + " (commit " + i.Commit + ", built " + i.BuildDate + ", " + i.GoVersion + ", " + i.Platform + ")"
+}

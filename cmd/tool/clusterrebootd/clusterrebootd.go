@@ -54,9 +54,11 @@ import (
 // Tool is the program's name in output.
 const Tool = "clusterrebootd"
 
-// commands is the overview printed by --help and `clusterrebootd help`.
-const commands = `usage: clusterrebootd [COMMAND] [flags]   (see COMMAND --help, man clusterrebootd)
-commands:
+// commands is the overview printed by --help and `clusterrebootd help`, in
+// the layout of every tool's help (lib/cli.Usage).
+const commands = `Usage: clusterrebootd [COMMAND] [flags]
+
+Commands:
   run              the daemon (the default command): a cycle every check_interval_sec
   simulate         one full cycle against the real cluster, reboot nothing, show each step's decision
   status           the cluster at a glance: lock holder and waiters, nodes, who is rebooting, pause
@@ -67,7 +69,13 @@ commands:
                    keep one node from rebooting (the rest of the rollout goes on), or let it again
   request NODE --reason T
                    reboot one node at its next chance through the lock, windows and gates (consumed once it rebooted)
-flags of run:`
+  help [COMMAND]   this overview, or the help of COMMAND
+
+  -h, --help       this overview and the flags of run
+  -V, --version    the version
+
+See clusterrebootd COMMAND --help, man clusterrebootd.
+`
 
 // Run is the entry point of clusterrebootd.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -76,7 +84,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		sub, args = args[0], args[1:]
 	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 		// Plain --help: name every command before run's own flags.
-		fmt.Fprintln(stderr, commands)
+		fmt.Fprint(stdout, commands)
 	}
 	switch sub {
 	case "run":
@@ -96,7 +104,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "hold", "release-hold", "request":
 		return overrideCmd(ctx, sub, args, stdout, stderr)
 	case "help":
-		fmt.Fprintln(stdout, commands)
+		if len(args) > 0 && args[0] != "help" {
+			return Run(ctx, []string{args[0], "--help"}, stdin, stdout, stderr)
+		}
+		fmt.Fprint(stdout, commands)
 		return nil
 	}
 	err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, validate-config, version, pause, resume, hold, release-hold or request", sub)

@@ -30,12 +30,12 @@ type versionResult struct {
 }
 
 func (r versionResult) Text(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "clusterrebootd %s (commit %s, built %s, %s, %s)\n", r.Version, r.Commit, r.BuildDate, r.GoVersion, r.Platform)
+	_, err := fmt.Fprintln(w, version.Line(Tool))
 	return err
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) error {
-	b := newBase("version", stderr, false)
+	b := newBase("version", stdout, false)
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (r validateResult) Text(w io.Writer) error {
 }
 
 func validateCmd(args []string, stdout, stderr io.Writer) error {
-	b := newBase("validate-config", stderr, false)
+	b := newBase("validate-config", stdout, false)
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func (r statusResult) Text(w io.Writer) error {
 }
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	b := newBase("status", stderr, true)
+	b := newBase("status", stdout, true)
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 	if pause {
 		sub = "pause"
 	}
-	b := newBase(sub, stderr, true)
+	b := newBase(sub, stdout, true)
 	var reason string
 	var local bool
 	if pause {

@@ -26,9 +26,9 @@ type base struct {
 	format  report.Format
 }
 
-func newBase(sub string, stderr io.Writer, child bool) *base {
+func newBase(sub string, stdout io.Writer, child bool) *base {
 	b := &base{fs: flag.NewFlagSet(Tool+" "+sub, flag.ContinueOnError)}
-	b.fs.SetOutput(stderr)
+	b.fs.SetOutput(stdout) // --help and --version
 	b.c.Register(b.fs)
 	if child {
 		b.fs.StringVar(&b.crdLock, "crd-lock", "", "crd-lock `binary` for the cluster steps (default: next to clusterrebootd, else on PATH)")

@@ -47,7 +47,7 @@ func overrideCmd(ctx context.Context, sub string, args []string, stdout, stderr 
 		node, args = args[0], args[1:]
 	}
 	withReason := sub != driver.StepReleaseHold
-	b := newBase(sub, stderr, true)
+	b := newBase(sub, stdout, true)
 	var reason string
 	if withReason {
 		b.fs.StringVar(&reason, "reason", "", "why (`text`, required; shown in status and the node's logs)")

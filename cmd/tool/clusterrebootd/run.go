@@ -68,7 +68,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 	if simulate {
 		sub = "simulate"
 	}
-	b := newBase(sub, stderr, true)
+	b := newBase(sub, stdout, true)
 	var dryRun, once, noMemTrim bool
 	if !simulate {
 		b.fs.BoolVar(&dryRun, "dry-run", false, "decide and log everything; run no hook and no reboot command (dry_run: true)")

@@ -76,9 +76,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	start := time.Now()
 	res := &Result{Header: report.Header{Tool: Tool}, Detectors: []detect.Result{}}
 	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var c cli.Common
 	c.Register(fs)
+	fs.Lookup("format").Usage = "output `format`: json (default when stdout is not a terminal), text, nagios (a Nagios/Icinga plugin's line and exit code) or prom (node_exporter textfile exposition)"
 	var o options
 	o.register(fs)
 	if err := cli.Parse(fs, args); err != nil {

@@ -4,7 +4,7 @@
 //
 // Synopsis:
 //
-//	crd-gate [--script PATH] [--timeout DURATION] [--phase pre-lock|under-lock|post-reboot]
+//	crd-gate [--script PATH] [--health-timeout DURATION] [--phase pre-lock|under-lock|post-reboot]
 //	         [--cluster-size N] [--fallback-set NODE,...] [--dry-run]
 //	         [--no-login-sessions] [--inactive-unit UNIT]... [--root DIR]
 //	         [--config FILE] [--node NAME] [--format json|text] [--log-level L] [--log-format F]
@@ -16,10 +16,10 @@
 // in a directory likewise), then runs it without a shell, in the root
 // directory, in its own process group, with a fixed environment that
 // carries the node's view of the cluster (NODE_NAME, CLUSTER_SIZE,
-// FALLBACK_SET, ETCD_ENDPOINTS, CRD_PHASE, LOCK_KEY, the cluster_policies,
-// CRD_DRY_RUN, CRD_HEALTH_TIMEOUT_SEC, PATH, LC_ALL=C) and nothing else: no
+// FALLBACK_SET, ETCD_ENDPOINTS, PHASE, LOCK_KEY, the cluster_policies,
+// DRY_RUN, HEALTH_TIMEOUT_SEC, PATH, LC_ALL=C) and nothing else: no
 // TLS material, no passwords, none of the caller's variables. After
-// health_timeout_sec (or --timeout) the whole process group is terminated.
+// health_timeout_sec (or --health-timeout) the whole process group is terminated.
 // stdout and stderr are captured up to 64 KiB each and reported.
 //
 // Before the script, in the pre-lock and under-lock phases, the opt-in
@@ -44,7 +44,7 @@
 //
 // Example:
 //
-//	crd-gate --script /usr/local/bin/cluster-health-check.sh --timeout 20s --format text
+//	crd-gate --script /usr/local/bin/cluster-health-check.sh --health-timeout 20s --format text
 package crdgate
 
 import (
@@ -118,15 +118,15 @@ func writeStream(w io.Writer, name, s string, truncated bool) {
 // Run is the entry point of crd-gate.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var c cli.Common
 	c.Register(fs)
 	script := fs.String("script", "", "health script `path` (overrides health_script)")
-	timeout := fs.Duration("timeout", 0, "kill the script's process group after this `duration`, e.g. 30s (overrides health_timeout_sec)")
-	phase := fs.String("phase", gate.PhasePreLock, "`phase` passed as CRD_PHASE: pre-lock, under-lock or post-reboot")
+	timeout := fs.Duration("health-timeout", 0, "kill the script's process group after this `duration`, e.g. 30s (overrides health_timeout_sec)")
+	phase := fs.String("phase", gate.PhasePreLock, "`phase` passed as PHASE: pre-lock, under-lock or post-reboot")
 	clusterSize := fs.Int("cluster-size", 0, "`number` of nodes passed as CLUSTER_SIZE (0: unknown, passed empty; normally set by the daemon)")
 	fallbackSet := fs.String("fallback-set", "", "comma-separated fallback `nodes` passed as FALLBACK_SET (default cluster_policies.fallback_nodes)")
-	dryRun := fs.Bool("dry-run", false, "tell the script no reboot follows (CRD_DRY_RUN=true; overrides dry_run)")
+	dryRun := fs.Bool("dry-run", false, "tell the script no reboot follows (DRY_RUN=true; overrides dry_run)")
 	noLogins := fs.Bool("no-login-sessions", false, "block while an interactive login session is open (overrides gate.no_login_sessions)")
 	var units unitList
 	fs.Var(&units, "inactive-unit", "block while systemd `unit` is active (repeatable; replaces gate.inactive_units; '' for none)")
@@ -187,7 +187,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		gctx.FallbackSet = splitList(*fallbackSet)
 	}
 	limit := gate.Timeout(cfg)
-	if cli.IsSet(fs, "timeout") {
+	if cli.IsSet(fs, "health-timeout") {
 		limit = *timeout
 	}
 	res.TimeoutMS = limit.Milliseconds()

@@ -13,8 +13,8 @@
 // Description:
 //
 // hold waits for the etcd lock (lock_key, or lock_key/GROUP), runs COMMAND in
-// its own process group with CRD_LOCK_KEY, CRD_FENCING_TOKEN, CRD_LEASE_ID and
-// CRD_NODE in its environment, forwards SIGINT, SIGTERM and SIGHUP to it,
+// its own process group with LOCK_KEY, FENCING_TOKEN, LEASE_ID and
+// NODE_NAME in its environment, forwards SIGINT, SIGTERM and SIGHUP to it,
 // releases the lock when it exits and exits with its status, like flock(1) and
 // `etcdctl lock`. COMMAND inherits stdin, stdout and stderr; crd-lock prints
 // nothing on stdout before COMMAND ends and then exactly one JSON line, so the
@@ -37,10 +37,10 @@
 //
 // Exit status:
 //
-//	0  done (hold: COMMAND exited 0; status: the lock is free; release: done)
+//	0  done (hold: COMMAND exited 0; status: the query answered, held or not; release: done)
 //	2  usage or configuration error, COMMAND not found, or acquire
 //	4  hold: not acquired within --timeout, or lost while COMMAND ran;
-//	   status: the lock is held; release: held by another node, no --force
+//	   release: held by another node, no --force
 //	7  etcd unreachable, TLS or authentication failure
 //	130 interrupted while waiting for the lock
 //	other: COMMAND's own exit status (128+N when killed by signal N)
@@ -71,9 +71,31 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
 const tool = "crd-lock"
+
+// commands is the overview printed by --help and `crd-lock help`, in the
+// layout of every tool's help (lib/cli.Usage).
+const commands = `Usage: crd-lock SUBCOMMAND [flags]
+
+Subcommands:
+  hold [flags] -- COMMAND [ARG...]
+                 take the lock, run COMMAND while it is held, release it when COMMAND ends
+  status         who holds the lock and who waits (exit 0 when answered)
+  release        release this node's (or with --force another node's) lock entries
+  complete       free this node's reboot slot after it came back
+  serve fleetlock
+                 a FleetLock server for Fedora CoreOS and Flatcar nodes on this lock
+  help [SUBCOMMAND]
+                 this overview, or the help of SUBCOMMAND
+
+  -h, --help     this overview
+  -V, --version  the version
+
+See crd-lock SUBCOMMAND --help, man crd-lock.
+`
 
 // Run is the entry point of crd-lock.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -82,9 +104,19 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release, complete or serve (see crd-lock SUBCOMMAND --help, man crd-lock)")
 		return writeUsageError(stdout, "", err)
 	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		fmt.Fprintln(stderr, "usage: crd-lock hold|status|release|complete|serve [flags] (see crd-lock SUBCOMMAND --help, man crd-lock)")
+	switch args[0] {
+	case "-h", "--help", "-help":
+		fmt.Fprint(stdout, commands)
 		return flag.ErrHelp
+	case "-V", "--version", "-version":
+		fmt.Fprintln(stdout, version.Line(tool))
+		return cli.ErrVersion
+	case "help":
+		if len(args) > 1 && args[1] != "help" {
+			return Run(ctx, []string{args[1], "--help"}, stdin, stdout, stderr)
+		}
+		fmt.Fprint(stdout, commands)
+		return nil
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "hold":
@@ -131,6 +163,8 @@ type base struct {
 
 // flags are the options every subcommand shares.
 type flags struct {
+	// synopsis is the first line of --help (default "crd-lock SUB [flags]").
+	synopsis   string
 	common     cli.Common
 	endpoints  string
 	key        string
@@ -143,7 +177,11 @@ type flags struct {
 // *format, which keeps its JSON default when parsing fails: every subcommand
 // answers a usage error with one JSON object.
 func (f *flags) parse(fs *flag.FlagSet, args []string, stdout io.Writer, format *report.Format) error {
-	if err := cli.Parse(fs, args); err != nil {
+	synopsis := f.synopsis
+	if synopsis == "" {
+		synopsis = fs.Name() + " [flags]"
+	}
+	if err := cli.ParseSynopsis(fs, args, synopsis); err != nil {
 		return err
 	}
 	out, err := f.common.Output(stdout)

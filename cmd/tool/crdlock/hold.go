@@ -74,8 +74,8 @@ func (r *HoldResult) Text(w io.Writer) error {
 
 func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crd-lock hold", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f flags
+	fs.SetOutput(stdout) // --help and --version
+	f := flags{synopsis: "crd-lock hold [flags] -- COMMAND [ARG...]"}
 	f.register(fs)
 	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
 	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")
@@ -201,13 +201,13 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	cmd.Args = argv
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.Env = append(os.Environ(),
-		"CRD_LOCK_KEY="+key,
-		"CRD_FENCING_TOKEN="+strconv.FormatInt(held.FencingToken(), 10),
-		"CRD_LEASE_ID="+res.LeaseID,
-		"CRD_NODE="+cfg.NodeName,
+		"LOCK_KEY="+key,
+		"FENCING_TOKEN="+strconv.FormatInt(held.FencingToken(), 10),
+		"LEASE_ID="+res.LeaseID,
+		"NODE_NAME="+cfg.NodeName,
 	)
 	if rs != nil {
-		cmd.Env = append(cmd.Env, "CRD_SLOT_KEY="+rs.held.Key)
+		cmd.Env = append(cmd.Env, "SLOT_KEY="+rs.held.Key)
 	}
 	// The guardian's process group, so the whole group can be signalled.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}

@@ -57,13 +57,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_ = report.Write(stdout, format, res)
 		return err
 	}
-	if len(args) == 0 || args[0] != "fleetlock" {
+	rest := args
+	switch {
+	case len(args) > 0 && args[0] == "fleetlock":
+		rest = args[1:]
+	case len(args) > 0 && helpOrVersion(args[0]):
+		// `crd-lock serve --help`: the help of its only service.
+	default:
 		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: serve: name the service: crd-lock serve fleetlock [flags] (the only one; see man crd-lock)"))
 	}
 	res.Service = "fleetlock"
 	fs := flag.NewFlagSet("crd-lock serve fleetlock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f flags
+	fs.SetOutput(stdout) // --help and --version
+	f := flags{synopsis: "crd-lock serve fleetlock [flags]"}
 	f.common.Register(fs)
 	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
 	fs.StringVar(&f.key, "key", "", "lock `key` (overrides lock_key)")
@@ -75,7 +81,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clientCA := fs.String("tls-client-ca", "", "require client certificates signed by this CA `file` (PEM; needs --tls-cert)")
 	defaultGroup := fs.String("default-group", "", "the lock `group` FleetLock's group \"default\" means (default: the ungrouped lock)")
 	seatTimeout := fs.Duration("seat-timeout", 10*time.Second, "how long a pre-reboot waits for a seat of a busy line before it answers failed_lock_semaphore_full")
-	if err := f.parse(fs, args[1:], stdout, &format); err != nil {
+	if err := f.parse(fs, rest, stdout, &format); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -173,4 +179,13 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return conf, nil
+}
+
+// helpOrVersion reports whether arg asks for the help or the version.
+func helpOrVersion(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "-V", "-version", "--version":
+		return true
+	}
+	return false
 }

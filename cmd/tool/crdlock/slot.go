@@ -236,7 +236,7 @@ func orNone(s string) string {
 // renews the slot instead (post-boot checks failing: the fleet waits).
 func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crd-lock complete", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var f flags
 	f.common.Register(fs)
 	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")

@@ -66,7 +66,7 @@ func describe(e lock.Entry) string {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crd-lock status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var f flags
 	f.register(fs)
 	res := &StatusResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "status"}, Holders: []lock.Entry{}, Waiters: []lock.Entry{}}
@@ -101,19 +101,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return finish(err)
 	}
+	// A query that answered is exit 0, held or not (as clusterrebootd
+	// status): the holder is in the JSON. Only a failed query is an error.
 	res.Held, res.Holders, res.Waiters, res.Revision = info.Held(), info.Holders, info.Waiters, info.Revision
-	if info.Held() {
-		h := info.Holders[0]
-		return finish(exitcode.Errorf(exitcode.LockBusy, "crd-lock: status: %s is held by %s (fencing token %d, lease %s, %d waiting)", key, nodeName(h), h.FencingToken, h.LeaseID, len(info.Waiters)))
-	}
 	return finish(nil)
-}
-
-func nodeName(e lock.Entry) string {
-	if e.Node == "" {
-		return "an unannotated holder (etcdctl lock?)"
-	}
-	return "node " + e.Node
 }
 
 // ReleaseResult is the JSON line of crd-lock release.
@@ -137,7 +128,7 @@ func (r *ReleaseResult) Text(w io.Writer) error {
 
 func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crd-lock release", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var f flags
 	f.register(fs)
 	holder := fs.String("holder", "", "`node` whose entries to release (default this node)")

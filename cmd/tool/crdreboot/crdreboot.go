@@ -80,7 +80,7 @@ func (r *Result) Text(w io.Writer) error {
 // Run is the entry point of crd-reboot.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var c cli.Common
 	c.Register(fs)
 	dryRun := fs.Bool("dry-run", false, "report what would be run; write no marker, run nothing (overrides dry_run)")

@@ -123,7 +123,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // run is Run with the clock injected.
 func run(args []string, stdout, stderr io.Writer, now func() time.Time) error {
 	fs := flag.NewFlagSet(tool, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help and --version
 	var c cli.Common
 	c.Register(fs)
 	var o options

@@ -84,7 +84,7 @@ func TestRun(t *testing.T) {
 
 func TestRunHelp(t *testing.T) {
 	_, stdout, stderr, err := runTool(t, "--help")
-	if exitcode.CodeOf(err) != exitcode.OK || stdout != "" || !strings.Contains(stderr, "-timezone zone") {
+	if exitcode.CodeOf(err) != exitcode.OK || stderr != "" || !strings.Contains(stdout, "\n  --timezone ZONE\n") {
 		t.Fatalf("--help: err %v, stdout %q, stderr %q", err, stdout, stderr)
 	}
 }
