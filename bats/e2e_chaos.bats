@@ -88,6 +88,38 @@ all_done() {
 	all_done n1 n2 n3
 }
 
+# leader_index: the 1-based member index of the current etcd leader.
+leader_index() {
+	local i=1 ep
+	for ep in ${ETCD_ENDPOINTS//,/ }; do
+		if etcdctl_clean --endpoints "$ep" endpoint status -w json 2>/dev/null |
+			jq -e '.[0].Status | .leader == .header.member_id' >/dev/null; then
+			echo "$i"
+			return 0
+		fi
+		i=$((i + 1))
+	done
+	return 1
+}
+
+@test "chaos etcd leader loss while a node holds the lock and another waits: no overlap, the rollout completes" {
+	local n leader
+	sim_nodes_add 3
+	# The under-lock health check takes 4 s, so the holder is under the lock
+	# (and the others wait) when the leader goes.
+	for n in n1 n2 n3; do sim_under_lock "$n" "sleep 4; exit 0"; done
+	sim_need_reboot n1 n2 n3
+	sim_start n1
+	sim_wait_event n1 lock_acquired 20
+	sim_start n2 n3
+	sim_wait_event n2 lock_waiting 20
+	leader=$(leader_index) || fail "no etcd member says it is the leader"
+	etcd_member_stop "$leader"
+	sim_wait_completed 90 n1 n2 n3
+	all_done n1 n2 n3
+	echo "# stopped the leader, member $leader" >&3
+}
+
 @test "chaos etcd quorum loss: 2 of 3 members die mid-rollout, nobody else goes down; back, the rollout completes" {
 	local ttl=5 i
 	SIM_LOCK_TTL=$ttl sim_nodes_add 3

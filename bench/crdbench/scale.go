@@ -288,7 +288,7 @@ func scalingDoc(results []scaleResult, h handoverCompare, warnings []string) str
 		"the daemon runs `crd-lock step publish`, which connects, renews its one publish lease with a single "+
 		"LeaseKeepAlive (TTL 3 × interval = %.0f s; a lease is granted only when the old one expired), reads its own "+
 		"record (one Get: another machine must not publish under this name), writes its record `<ns>nodes/<node>` "+
-		"and reads the pause key in one Txn, and disconnects. It does not read the other nodes' records: the cost "+
+		"and reads the pause key and its own hold and request keys in one Txn, and disconnects. It does not read the other nodes' records: the cost "+
 		"of an idle node does not depend on the size of the fleet. Between publications the node holds no "+
 		"connection, no watch and no lock entry.\n"+
 		"- **About to decide** (a reboot is needed, the window is open, a built-in policy or a health_script is "+
