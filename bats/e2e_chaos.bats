@@ -104,10 +104,10 @@ leader_index() {
 
 @test "chaos etcd leader loss while a node holds the lock and another waits: no overlap, the rollout completes" {
 	local n leader
-	sim_nodes_add 3
-	# The under-lock health check takes 4 s, so the holder is under the lock
+	SIM_HEALTH_TIMEOUT=6 SIM_LOCK_TTL=10 sim_nodes_add 3
+	# The under-lock health check takes 3 s, so the holder is under the lock
 	# (and the others wait) when the leader goes.
-	for n in n1 n2 n3; do sim_under_lock "$n" "sleep 4; exit 0"; done
+	for n in n1 n2 n3; do sim_under_lock "$n" "sleep 3; exit 0"; done
 	sim_need_reboot n1 n2 n3
 	sim_start n1
 	sim_wait_event n1 lock_acquired 20
