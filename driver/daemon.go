@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
@@ -330,7 +331,15 @@ func (d *Daemon) writeMetrics() {
 	d.writeMu.Lock()
 	defer d.writeMu.Unlock()
 	cfg := d.Driver.Config()
-	d.Metrics.SetState(d.Driver.Status().State)
+	state := d.Driver.Status().State
+	d.Metrics.SetState(state)
+	// The cycle step marks in run_dir the time it holds a seat; a mark left
+	// by a step that died counts only while a step runs (state waiting).
+	holding := 0.0
+	if _, err := os.Stat(filepath.Join(cfg.RunDir, LockHoldingFile)); err == nil && state == policy.StateWaiting {
+		holding = 1
+	}
+	d.Metrics.LockHolding.Set(holding)
 	var paths []string
 	if cfg.Metrics.Textfile != "" {
 		paths = append(paths, cfg.Metrics.Textfile)

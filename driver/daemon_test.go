@@ -17,6 +17,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
 func TestLimiter(t *testing.T) {
@@ -519,5 +520,46 @@ func TestReloadRestartsStepOnlyWhenItMatters(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// clusterrebootd_lock_holding tells holding from queuing: it is 1 only
+// while a cycle step runs (state waiting) and has marked run_dir; a mark
+// left by a step that died does not count once no step runs.
+func TestLockHoldingMetric(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	cfg.Metrics.Textfile = filepath.Join(t.TempDir(), "crd.prom")
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, Metrics: NewMetrics("test")}
+	mark := filepath.Join(cfg.RunDir, LockHoldingFile)
+	if err := os.MkdirAll(cfg.RunDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		state  string
+		marked bool
+		want   float64
+	}{
+		{"queued", policy.StateWaiting, false, 0},
+		{"holding", policy.StateWaiting, true, 1},
+		{"a dead step's mark, no step running", policy.StateNeedsReboot, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.Driver.mu.Lock()
+			d.Driver.status.State = tc.state
+			d.Driver.mu.Unlock()
+			_ = os.Remove(mark)
+			if tc.marked {
+				if err := os.WriteFile(mark, []byte("1\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d.writeMetrics()
+			if got := d.Metrics.LockHolding.Value(); got != tc.want {
+				t.Errorf("clusterrebootd_lock_holding = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

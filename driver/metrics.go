@@ -34,6 +34,7 @@ type Metrics struct {
 	Blocked        *metrics.Counter
 	RebootRequired *metrics.Gauge
 	LockHeld       *metrics.Gauge
+	LockHolding    *metrics.Gauge
 	LastCheck      *metrics.Gauge
 	Build          *metrics.Gauge
 	State          *metrics.Gauge
@@ -54,6 +55,7 @@ func NewMetrics(version string) *Metrics {
 		Blocked:        r.NewCounter("clusterrebootd_reboot_blocked_total", "Cycles that needed a reboot and were blocked, by reason.", "reason"),
 		RebootRequired: r.NewGauge("clusterrebootd_reboot_required", "1 when the detectors say this node needs a reboot."),
 		LockHeld:       r.NewGauge("clusterrebootd_lock_held", "1 while this node's cluster step queues for or holds the lock."),
+		LockHolding:    r.NewGauge("clusterrebootd_lock_holding", "1 while this node's cluster step holds the lock (a seat), 0 while it only queues or runs no step."),
 		LastCheck:      r.NewGauge("clusterrebootd_last_check_timestamp_seconds", "Unix time of the last detector check."),
 		Build:          r.NewGauge("clusterrebootd_build_info", "Always 1; the version label says what runs.", "version"),
 		State:          r.NewGauge("clusterrebootd_state", "1 for the node's current state (idle, needs_reboot, waiting, blocked, rebooting, post_reboot), 0 for the others.", "state"),
@@ -67,6 +69,7 @@ func NewMetrics(version string) *Metrics {
 	m.Reboots.Touch()
 	m.RebootRequired.Set(0)
 	m.LockHeld.Set(0)
+	m.LockHolding.Set(0)
 	m.Build.Set(1, version)
 	m.SetState(policy.StateIdle)
 	m.RequiredSince.Set(0)

@@ -50,6 +50,11 @@ const (
 	StepServeMetrics = "serve-metrics"
 )
 
+// LockHoldingFile, in run_dir, exists while this node's cycle step holds a
+// lock seat (not while it only queues): the daemon, which hears from the
+// step only when it ends, reads it for clusterrebootd_lock_holding.
+const LockHoldingFile = "lock-holding"
+
 // Steps lists every step name.
 func Steps() []string {
 	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics}

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -144,7 +146,12 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	res.FencingToken = held.FencingToken()
 	log = log.With("lease_id", res.LeaseID, "fencing_token", res.FencingToken)
 	log.Info("lock acquired", "event", "lock_acquired", "lock_key", s.lockKey(), "lock_wait_ms", res.LockWaitMS)
+	holding := filepath.Join(s.cfg.RunDir, driver.LockHoldingFile)
+	if err := writeFileAtomic(holding, []byte(res.LeaseID+"\n")); err != nil {
+		log.Debug("cannot mark the lock as held in run_dir (metrics only)", "error", err.Error())
+	}
 	defer func() {
+		_ = os.Remove(holding)
 		fctx, cancel := s.fresh()
 		defer cancel()
 		if err := held.Release(fctx); err != nil {

@@ -595,3 +595,23 @@ func TestCompleteKeepRenewsTheSlot(t *testing.T) {
 		t.Errorf("complete --keep without a slot = %d %s, want exit 0, not kept", o.code, o.stdout)
 	}
 }
+
+// The cycle marks run_dir/lock-holding while it holds a seat (the daemon's
+// clusterrebootd_lock_holding), and removes the mark with the seat.
+func TestCycleMarksTheSeatInRunDir(t *testing.T) {
+	ns := nsName(t)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	mark := filepath.Join(n.dir, "run", driver.LockHoldingFile)
+	done, resume := cycleInHook(t, n)
+	b, err := os.ReadFile(mark)
+	if err != nil || strings.TrimSpace(string(b)) == "" {
+		t.Errorf("under the lock: %s = %q (%v), want the lease id", mark, b, err)
+	}
+	resume()
+	if o := <-done; o.code != exitcode.OK {
+		t.Fatalf("cycle = %d %s", o.code, o.stdout)
+	}
+	if _, err := os.Stat(mark); !os.IsNotExist(err) {
+		t.Errorf("the mark outlived the seat (stat: %v)", err)
+	}
+}
