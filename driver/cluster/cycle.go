@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
