@@ -348,3 +348,36 @@ func TestUsageLayout(t *testing.T) {
 		t.Errorf("help has Go's one-dash spelling:\n%s", out.String())
 	}
 }
+
+func TestSharedFirst(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"nothing", []string{}, []string{}},
+		{"no flags", []string{"status", "--format", "json"}, []string{"status", "--format", "json"}},
+		{"separate value", []string{"--config", "C", "status"}, []string{"status", "--config", "C"}},
+		{"equals value", []string{"--format=json", "status", "x"}, []string{"status", "--format=json", "x"}},
+		{"one dash", []string{"-config", "C", "-node=n", "status"}, []string{"status", "-config", "C", "-node=n"}},
+		{"value looks like a subcommand", []string{"--config", "status", "release"}, []string{"release", "--config", "status"}},
+		{"every shared flag", []string{"--config", "C", "--format", "json", "--node", "n", "--log-level", "debug", "--log-format", "json", "hold", "--", "true"},
+			[]string{"hold", "--config", "C", "--format", "json", "--node", "n", "--log-level", "debug", "--log-format", "json", "--", "true"}},
+		{"empty value moves too", []string{"--config=", "status"}, []string{"status", "--config="}},
+		{"not a shared flag", []string{"--key", "K", "status"}, []string{"--key", "K", "status"}},
+		{"shared then not shared", []string{"--config", "C", "--once", "status"}, []string{"--config", "C", "--once", "status"}},
+		{"no subcommand", []string{"--config", "C"}, []string{"--config", "C"}},
+		{"missing value", []string{"status", "--config"}, []string{"status", "--config"}},
+		{"value missing at the end", []string{"--config"}, []string{"--config"}},
+		{"double dash", []string{"--config", "C", "--", "status"}, []string{"--config", "C", "--", "status"}},
+		{"help flag", []string{"--config", "C", "--help"}, []string{"--config", "C", "--help"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := SharedFirst(tt.args)
+			if strings.Join(got, "\x00") != strings.Join(tt.want, "\x00") {
+				t.Errorf("SharedFirst(%q) = %q, want %q", tt.args, got, tt.want)
+			}
+		})
+	}
+}

@@ -48,6 +48,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
@@ -74,11 +75,17 @@ Commands:
   -h, --help       this overview and the flags of run
   -V, --version    the version
 
+The shared flags --config, --format, --node, --log-level and --log-format
+may come before COMMAND too: clusterrebootd --config FILE status.
+
 See clusterrebootd COMMAND --help, man clusterrebootd.
 `
 
 // Run is the entry point of clusterrebootd.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	// The shared flags may come first (`clusterrebootd --config C status`),
+	// as etcdctl's global flags do.
+	args = cli.SharedFirst(args)
 	sub := "run"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
@@ -104,8 +111,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "hold", "release-hold", "request":
 		return overrideCmd(ctx, sub, args, stdout, stderr)
 	case "help":
-		if len(args) > 0 && args[0] != "help" {
-			return Run(ctx, []string{args[0], "--help"}, stdin, stdout, stderr)
+		// Shared flags around `help` change nothing in the help.
+		if _, rest := cli.SplitShared(args); len(rest) > 0 && rest[0] != "help" {
+			return Run(ctx, []string{rest[0], "--help"}, stdin, stdout, stderr)
 		}
 		fmt.Fprint(stdout, commands)
 		return nil

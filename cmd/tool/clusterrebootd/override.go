@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -43,8 +44,10 @@ func (r overrideResult) Text(w io.Writer) error {
 // `request NODE --reason T`: the crd-lock step of the same name.
 func overrideCmd(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
 	node := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		node, args = args[0], args[1:]
+	// NODE comes first, after any shared flags moved before it
+	// (`clusterrebootd --config C hold NODE` is `hold --config C NODE`).
+	if shared, rest := cli.SplitShared(args); len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		node, args = rest[0], append(shared, rest[1:]...)
 	}
 	withReason := sub != driver.StepReleaseHold
 	b := newBase(sub, stdout, true)

@@ -94,11 +94,23 @@ Subcommands:
   -h, --help     this overview
   -V, --version  the version
 
+The shared flags --config, --format, --node, --log-level and --log-format
+may come before SUBCOMMAND too: crd-lock --config FILE status.
+
 See crd-lock SUBCOMMAND --help, man crd-lock.
 `
 
 // Run is the entry point of crd-lock.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	// The shared flags may come first (`crd-lock --config C status`), as
+	// etcdctl's global flags do; the daemon's `step` and the guardian are
+	// internal protocols and keep their one order.
+	if moved := cli.SharedFirst(args); len(moved) > 0 && moved[0] != "step" && moved[0] != guardMode {
+		args = moved
+	}
+	if shared, rest := cli.SplitShared(args); len(shared) > 0 && len(rest) == 0 {
+		args = nil // only shared flags: still no subcommand
+	}
 	if len(args) == 0 {
 		// One line on stderr, as for every usage error: it says what to do.
 		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release, complete or serve (see crd-lock SUBCOMMAND --help, man crd-lock)")
@@ -112,8 +124,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, version.Line(tool))
 		return cli.ErrVersion
 	case "help":
-		if len(args) > 1 && args[1] != "help" {
-			return Run(ctx, []string{args[1], "--help"}, stdin, stdout, stderr)
+		// Shared flags around `help` change nothing in the help.
+		if _, rest := cli.SplitShared(args[1:]); len(rest) > 0 && rest[0] != "help" {
+			return Run(ctx, []string{rest[0], "--help"}, stdin, stdout, stderr)
 		}
 		fmt.Fprint(stdout, commands)
 		return nil

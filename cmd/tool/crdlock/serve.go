@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/fleetlock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -56,6 +57,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		res.Settle(err)
 		_ = report.Write(stdout, format, res)
 		return err
+	}
+	// Shared flags may come before the service's name too
+	// (`crd-lock --config C serve fleetlock` is `serve --config C fleetlock`).
+	if shared, after := cli.SplitShared(args); len(shared) > 0 && len(after) > 0 && after[0] == "fleetlock" {
+		args = append([]string{"fleetlock"}, append(shared, after[1:]...)...)
 	}
 	rest := args
 	switch {
