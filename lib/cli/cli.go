@@ -372,3 +372,23 @@ func Quiet(err error) error {
 	}
 	return quiet{err}
 }
+
+// Settler is a tool's result: its header settles from the run's error.
+type Settler interface{ Settle(error) }
+
+// Emit prints a tool's one result object in the --format asked for (JSON
+// when --format itself is bad, which then is the error) and returns err.
+func Emit(stdout io.Writer, c *Common, res Settler, err error) error {
+	format, ferr := c.Output(stdout)
+	if ferr != nil {
+		format = report.JSON
+		if err == nil {
+			err = ferr
+		}
+	}
+	res.Settle(err)
+	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
+		err = werr
+	}
+	return err
+}

@@ -205,6 +205,19 @@ func (f *flags) parse(fs *flag.FlagSet, args []string, stdout io.Writer, format 
 	return nil
 }
 
+// setup is every subcommand's start without a COMMAND: parse the flags
+// (flag.ErrHelp comes back as it is), refuse a stray argument, load the
+// configuration and work out the key. sub names the subcommand in errors.
+func (f *flags) setup(fs *flag.FlagSet, args []string, stdout io.Writer, format *report.Format, sub string) (config.Config, string, error) {
+	if err := f.parse(fs, args, stdout, format); err != nil {
+		return config.Config{}, "", err
+	}
+	if fs.NArg() > 0 {
+		return config.Config{}, "", exitcode.Errorf(exitcode.Config, "crd-lock: %s: unexpected argument %q", sub, fs.Arg(0))
+	}
+	return f.load(fs)
+}
+
 func (f *flags) register(fs *flag.FlagSet) {
 	f.common.Register(fs)
 	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")

@@ -87,16 +87,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clientCA := fs.String("tls-client-ca", "", "require client certificates signed by this CA `file` (PEM; needs --tls-cert)")
 	defaultGroup := fs.String("default-group", "", "the lock `group` FleetLock's group \"default\" means (default: the ungrouped lock)")
 	seatTimeout := fs.Duration("seat-timeout", 10*time.Second, "how long a pre-reboot waits for a seat of a busy line before it answers failed_lock_semaphore_full")
-	if err := f.parse(fs, rest, stdout, &format); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return finish(err)
+	cfg, key, err := f.setup(fs, rest, stdout, &format, "serve fleetlock")
+	if errors.Is(err, flag.ErrHelp) {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: serve fleetlock: unexpected argument %q", fs.Arg(0)))
-	}
-	cfg, key, err := f.load(fs)
 	res.Node, res.Key = cfg.NodeName, key
 	if err != nil {
 		return finish(err)

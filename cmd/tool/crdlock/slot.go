@@ -248,16 +248,10 @@ func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		_ = report.Write(stdout, format, res)
 		return err
 	}
-	if err := f.parse(fs, args, stdout, &format); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return finish(err)
+	cfg, _, err := f.setup(fs, args, stdout, &format, "complete")
+	if errors.Is(err, flag.ErrHelp) {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: complete: unexpected argument %q", fs.Arg(0)))
-	}
-	cfg, _, err := f.load(fs)
 	res.Node = cfg.NodeName
 	if err != nil {
 		return finish(err)

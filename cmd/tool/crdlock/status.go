@@ -76,16 +76,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		_ = report.Write(stdout, format, res)
 		return err
 	}
-	if err := f.parse(fs, args, stdout, &format); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return finish(err)
+	cfg, key, err := f.setup(fs, args, stdout, &format, "status")
+	if errors.Is(err, flag.ErrHelp) {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: status: unexpected argument %q", fs.Arg(0)))
-	}
-	cfg, key, err := f.load(fs)
 	res.Node, res.Key = cfg.NodeName, key
 	if err != nil {
 		return finish(err)
@@ -141,16 +135,10 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		_ = report.Write(stdout, format, res)
 		return err
 	}
-	if err := f.parse(fs, args, stdout, &format); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return finish(err)
+	cfg, key, err := f.setup(fs, args, stdout, &format, "release")
+	if errors.Is(err, flag.ErrHelp) {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: release: unexpected argument %q", fs.Arg(0)))
-	}
-	cfg, key, err := f.load(fs)
 	res.Node, res.Key, res.Forced = cfg.NodeName, key, *force
 	res.Holder = *holder
 	if res.Holder == "" {

@@ -142,19 +142,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return emit(stdout, &c, res, err)
 }
 
-// emit prints the one JSON (or text) object and returns err. A bad
-// --format falls back to JSON.
+// emit prints the one JSON (or text) object and returns err (cli.Emit).
 func emit(stdout io.Writer, c *cli.Common, res *Result, err error) error {
-	format, ferr := c.Output(stdout)
-	if ferr != nil {
-		format = report.JSON
-		if err == nil {
-			err = ferr
-		}
-	}
-	res.Settle(err)
-	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
-		err = werr
-	}
-	return err
+	return cli.Emit(stdout, c, res, err)
 }
