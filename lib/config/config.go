@@ -144,6 +144,11 @@ type GateChecks struct {
 	NoLoginSessions bool `yaml:"no_login_sessions"`
 	// InactiveUnits blocks while any of these systemd units is active.
 	InactiveUnits []string `yaml:"inactive_units"`
+	// Alerts block while a matching alert fires in Alertmanager or
+	// Prometheus (lib/alertgate; every phase).
+	Alerts []AlertCheck `yaml:"alerts"`
+	// PromQL block while an expression's value leaves its bounds.
+	PromQL []PromQLCheck `yaml:"promql"`
 }
 
 // Policies are the built-in cluster policies, checked before the health script.

@@ -292,6 +292,7 @@ func (v *validator) check() {
 			v.bad(fmt.Sprintf("gate.inactive_units[%d]", i), "%v", err)
 		}
 	}
+	v.monitorChecks()
 	v.hooks("pre_reboot_hooks", c.PreRebootHooks)
 	v.hooks("post_reboot_hooks", c.PostRebootHooks)
 	v.hooks("abort_hooks", c.AbortHooks)

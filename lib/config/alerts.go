@@ -1,0 +1,213 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/matcher"
+)
+
+// Sources of an alert check.
+const (
+	SourceAlertmanager = "alertmanager"
+	SourcePrometheus   = "prometheus"
+)
+
+// DefaultMonitorTimeoutSec bounds an alert or PromQL check without timeout_sec.
+const DefaultMonitorTimeoutSec = 10
+
+// AlertCheck is one entry of gate.alerts: no firing alert of Source at URL
+// may match.
+type AlertCheck struct {
+	// URL is the base URL of Alertmanager or Prometheus, e.g.
+	// http://alertmanager:9093 (user:password@ allowed; never printed).
+	URL string `yaml:"url"`
+	// Source is alertmanager (default) or prometheus.
+	Source string `yaml:"source"`
+	// Match selects the alerts that block (all must match; none: every alert).
+	Match []string `yaml:"match"`
+	// Exclude drops alerts any of which matches (e.g. alertname="Watchdog").
+	Exclude []string `yaml:"exclude"`
+	// IncludePending also blocks on Prometheus alerts still pending.
+	IncludePending bool `yaml:"include_pending"`
+	// TimeoutSec bounds the request (0: DefaultMonitorTimeoutSec).
+	TimeoutSec int `yaml:"timeout_sec"`
+	// Phases the check runs in (none: all three).
+	Phases []string `yaml:"phases"`
+}
+
+// PromQLCheck is one entry of gate.promql: Expr, evaluated by the
+// Prometheus at URL, returns no series (NoSeries) or only values within
+// [Min, Max].
+type PromQLCheck struct {
+	URL        string   `yaml:"url"`
+	Expr       string   `yaml:"expr"`
+	Min        *float64 `yaml:"min"`
+	Max        *float64 `yaml:"max"`
+	NoSeries   bool     `yaml:"no_series"`
+	TimeoutSec int      `yaml:"timeout_sec"`
+	Phases     []string `yaml:"phases"`
+}
+
+// HasMonitorChecks reports whether the gate has an alert or PromQL check.
+func (g GateChecks) HasMonitorChecks() bool { return len(g.Alerts) > 0 || len(g.PromQL) > 0 }
+
+// MonitorTimeoutSec is a timeout_sec, or its default, in seconds.
+func MonitorTimeoutSec(n int) int {
+	if n <= 0 {
+		return DefaultMonitorTimeoutSec
+	}
+	return n
+}
+
+// InPhase reports whether a check with phases runs in phase.
+func InPhase(phases []string, phase string) bool {
+	if len(phases) == 0 {
+		return true
+	}
+	for _, p := range phases {
+		if p == phase {
+			return true
+		}
+	}
+	return false
+}
+
+// RedactURL hides the password of a URL (scheme://user:password@host/...)
+// so that logs, reasons and errors never print it.
+func RedactURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	hostEnd := strings.IndexAny(rest, "/?#")
+	if hostEnd < 0 {
+		hostEnd = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:hostEnd], '@')
+	if at < 0 {
+		return u
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		return u
+	}
+	return scheme + "://" + user + ":***" + rest[at:]
+}
+
+// checkMonitorURL checks an http(s) base URL with a host, an optional
+// port, user:password@ and path, and no query or fragment. Written by hand
+// for the reason checkEndpoint is.
+func checkMonitorURL(u string) error {
+	scheme, rest, ok := strings.Cut(u, "://")
+	scheme = strings.ToLower(scheme)
+	if !ok || (scheme != "http" && scheme != "https") {
+		return fmt.Errorf("the scheme must be http:// or https://")
+	}
+	if strings.ContainsAny(rest, "?#") {
+		return fmt.Errorf("remove the query or fragment: give the base URL, e.g. http://alertmanager:9093")
+	}
+	if strings.ContainsAny(rest, " \t\n") {
+		return fmt.Errorf("contains white space")
+	}
+	host := rest
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		host = rest[:i]
+	}
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = host[i+1:]
+	}
+	if host == "" || strings.HasPrefix(host, ":") {
+		return fmt.Errorf("missing host")
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		return splitHostPort(host)
+	}
+	return nil
+}
+
+// monitorChecks validates gate.alerts and gate.promql: URLs, sources,
+// matchers (as templates of the node name), bounds, timeouts and phases.
+func (v *validator) monitorChecks() {
+	g := v.cfg.Gate
+	data := matcher.TemplateData{Node: v.cfg.NodeName}
+	if data.Node == "" {
+		data.Node = "node"
+	}
+	for i, a := range g.Alerts {
+		f := fmt.Sprintf("gate.alerts[%d]", i)
+		v.monitorURL(f+".url", a.URL)
+		switch a.Source {
+		case "", SourceAlertmanager:
+			if a.IncludePending {
+				v.bad(f+".include_pending", "only a prometheus source has pending alerts; remove it or set source: prometheus")
+			}
+		case SourcePrometheus:
+		default:
+			v.bad(f+".source", "%q is not alertmanager or prometheus", a.Source)
+		}
+		for j, m := range a.Match {
+			if _, err := matcher.ParseTemplate(m, data); err != nil {
+				v.bad(fmt.Sprintf("%s.match[%d]", f, j), "%v", err)
+			}
+		}
+		for j, m := range a.Exclude {
+			if _, err := matcher.ParseTemplate(m, data); err != nil {
+				v.bad(fmt.Sprintf("%s.exclude[%d]", f, j), "%v", err)
+			}
+		}
+		v.monitorCommon(f, a.TimeoutSec, a.Phases)
+	}
+	for i, q := range g.PromQL {
+		f := fmt.Sprintf("gate.promql[%d]", i)
+		v.monitorURL(f+".url", q.URL)
+		if strings.TrimSpace(q.Expr) == "" {
+			v.bad(f+".expr", "is empty; give a PromQL expression, e.g. sum(ALERTS{alertstate=\"firing\"})")
+		} else if _, err := matcher.Expand(q.Expr, data); err != nil {
+			v.bad(f+".expr", "%v", err)
+		}
+		bounds := q.Min != nil || q.Max != nil
+		switch {
+		case q.NoSeries && bounds:
+			v.bad(f+".no_series", "goes without min and max: either no series may be returned, or every value must lie within the bounds")
+		case !q.NoSeries && !bounds:
+			v.bad(f, "needs min, max or no_series: true; say what result allows a reboot")
+		}
+		for _, b := range []struct {
+			name string
+			val  *float64
+		}{{"min", q.Min}, {"max", q.Max}} {
+			if b.val != nil && (math.IsNaN(*b.val) || math.IsInf(*b.val, 0)) {
+				v.bad(f+"."+b.name, "%v is not a finite number", *b.val)
+			}
+		}
+		if q.Min != nil && q.Max != nil && *q.Min > *q.Max {
+			v.bad(f+".max", "%v is below min (%v)", *q.Max, *q.Min)
+		}
+		v.monitorCommon(f, q.TimeoutSec, q.Phases)
+	}
+}
+
+func (v *validator) monitorURL(field, u string) {
+	if u == "" {
+		v.bad(field, "is empty; give the base URL, e.g. http://alertmanager:9093 or http://prometheus:9090")
+		return
+	}
+	if err := checkMonitorURL(u); err != nil {
+		v.bad(field, "%q is not an http:// or https:// base URL: %v", RedactURL(u), err)
+	}
+}
+
+func (v *validator) monitorCommon(field string, timeoutSec int, phases []string) {
+	if timeoutSec < 0 {
+		v.bad(field+".timeout_sec", "%d must not be negative (0: %d s)", timeoutSec, DefaultMonitorTimeoutSec)
+	} else if timeoutSec > 300 {
+		v.bad(field+".timeout_sec", "%d is above 300: a gate check must answer within minutes", timeoutSec)
+	}
+	for i, p := range phases {
+		if p != "pre-lock" && p != "under-lock" && p != "post-reboot" {
+			v.bad(fmt.Sprintf("%s.phases[%d]", field, i), "%q is not pre-lock, under-lock or post-reboot", p)
+		}
+	}
+}
