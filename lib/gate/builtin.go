@@ -38,6 +38,9 @@ type Checks struct {
 	// Root is the filesystem root /run/utmp and /proc are read under
 	// ("" = "/"), for tests and containers that mount the host's root.
 	Root string
+	// Remote, when set, runs the alert and PromQL checks (gate.alerts,
+	// gate.promql) after the built-in ones, in every phase.
+	Remote Remote
 }
 
 // CheckResult is the outcome of one built-in check.
@@ -48,6 +51,11 @@ type CheckResult struct {
 	Passed bool `json:"passed"`
 	// Reason says what the check saw, naming the sessions or units.
 	Reason string `json:"reason"`
+	// URL is the server an alert or PromQL check asked (password masked).
+	URL string `json:"url,omitempty"`
+	// Blocking names what blocked an alert or PromQL check: the alerts
+	// (alertname{key labels}) or the series out of bounds.
+	Blocking []string `json:"blocking,omitempty"`
 }
 
 // ChecksFromConfig is the gate section of cfg as Checks.

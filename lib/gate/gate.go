@@ -134,9 +134,10 @@ type Result struct {
 	StderrTruncated bool   `json:"stderr_truncated"`
 	// Reason is the one-line verdict.
 	Reason string `json:"reason"`
-	// Checks are the built-in checks that ran, in order (gate.no_login_sessions,
-	// gate.inactive_units); omitted when none is configured or the phase
-	// is post-reboot.
+	// Checks are the checks that ran before the script, in order: the
+	// built-in ones (gate.no_login_sessions, gate.inactive_units; not after
+	// the reboot), then the alert and PromQL checks (gate.alerts,
+	// gate.promql); omitted when none ran.
 	Checks []CheckResult `json:"checks,omitempty"`
 
 	err error
@@ -179,23 +180,21 @@ func Run(ctx context.Context, runner proc.Runner, script string, timeout time.Du
 		return fail(exitcode.Errorf(exitcode.Config, "gate: health timeout %s: must be positive; set health_timeout_sec", timeout))
 	}
 	var passed []string
-	if c.Phase != PhasePostReboot {
-		checks, err := runChecks(ctx, runner, c.Checks, timeout)
-		res.Checks = checks
-		if err != nil {
-			return fail(err)
+	checks, err := runPhaseChecks(ctx, runner, c, timeout)
+	res.Checks = checks
+	if err != nil {
+		return fail(err)
+	}
+	var stopped []string
+	for _, chk := range checks {
+		if chk.Passed {
+			passed = append(passed, chk.Reason)
+		} else {
+			stopped = append(stopped, chk.Reason)
 		}
-		var blocked []string
-		for _, chk := range checks {
-			if chk.Passed {
-				passed = append(passed, chk.Reason)
-			} else {
-				blocked = append(blocked, chk.Reason)
-			}
-		}
-		if len(blocked) > 0 {
-			return fail(exitcode.Errorf(exitcode.HealthBlocked, "gate: %s", strings.Join(blocked, "; ")))
-		}
+	}
+	if len(stopped) > 0 {
+		return fail(exitcode.Errorf(exitcode.HealthBlocked, "gate: %s", strings.Join(stopped, "; ")))
 	}
 	if script == "" {
 		return fail(exitcode.Errorf(exitcode.HealthBlocked, "gate: %s", NoScriptReason))
