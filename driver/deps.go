@@ -86,7 +86,7 @@ func (d Deps) Real(root string) Deps {
 		d.Windows = RealWindows{}
 	}
 	if d.Gate == nil {
-		d.Gate = RealGate{Runner: runner, Root: root}
+		d.Gate = RealGate{Runner: runner, Root: root, Child: d.Child}
 	}
 	if d.Hooks == nil {
 		d.Hooks = RealHooks{Runner: runner}
@@ -139,17 +139,22 @@ func (RealWindows) At(cfg config.Config, now time.Time) (window.Decision, error)
 	return s.At(now), nil
 }
 
-// RealGate runs the gate's built-in checks and health_script (lib/gate)
-// with CLUSTER_SIZE from the view; Root is where /run/utmp is read ("" = "/").
+// RealGate runs the gate's built-in checks, its alert and PromQL checks (in
+// a child) and health_script (lib/gate) with CLUSTER_SIZE from the view;
+// Root is where /run/utmp is read ("" = "/").
 type RealGate struct {
 	Runner proc.Runner
 	Root   string
+	// Child runs the alert and PromQL checks (`crd-lock step alerts`),
+	// only when some are configured.
+	Child Child
 }
 
 // Check implements Gate.
 func (g RealGate) Check(ctx context.Context, cfg config.Config, phase string, view policy.View) gate.Result {
 	c := gate.FromConfig(cfg, phase)
 	c.Checks.Root = g.Root
+	c.Checks.Remote = remoteChecks(g.Child, cfg)
 	if !view.ReadAt.IsZero() {
 		c.ClusterSize = len(view.Members(cfg.NodeName))
 	}

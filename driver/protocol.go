@@ -48,6 +48,8 @@ const (
 	StepRequest = "request"
 	// StepServeMetrics serves a .prom file over HTTP until stdin closes.
 	StepServeMetrics = "serve-metrics"
+	// StepAlerts runs the gate's alert and PromQL checks for a phase (no etcd).
+	StepAlerts = "alerts"
 )
 
 // LockHoldingFile, in run_dir, exists while this node's cycle step holds a
@@ -57,7 +59,7 @@ const LockHoldingFile = "lock-holding"
 
 // Steps lists every step name.
 func Steps() []string {
-	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics}
+	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepAlerts}
 }
 
 // Reason tokens: why a cycle did not reboot (or what happened). They appear

@@ -13,6 +13,7 @@
 //	crd-lock step release-hold --node NODE < config.yaml
 //	crd-lock step request --node NODE --reason TEXT < config.yaml
 //	crd-lock step serve-metrics --listen ADDR --file PATH
+//	crd-lock step alerts --phase PHASE < config.yaml
 //
 // Description: the daemon (driver, which links no etcd code) starts one of
 // these steps when it needs the cluster, hands over its effective
@@ -20,8 +21,10 @@
 // *Result types of package driver) from stdout; logs go to stderr as JSON.
 // cycle acquires the lock and, under it, re-checks everything, takes the
 // reboot slot in a transaction guarded by lock ownership, runs the
-// pre-reboot hooks and the reboot command. The protocol, the etcd keys and
-// their values are described in docs/cluster-protocol.md.
+// pre-reboot hooks and the reboot command. alerts runs the gate's alert and
+// PromQL checks for the daemon's pre-lock and post-reboot phases (no etcd).
+// The protocol, the etcd keys and their values are described in
+// docs/cluster-protocol.md.
 //
 // Exit status: the table of lib/exitcode (docs/exit-codes.md): 0 done,
 // 1 no reboot needed any more, 2 configuration or usage, 3 policy or health
@@ -139,6 +142,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		overArgs    driver.OverrideArgs
 		compArgs    driver.CompleteArgs
 		metricsArgs driver.ServeMetricsArgs
+		alertsArgs  driver.AlertsArgs
 		res         any
 		hdr         *report.Header
 	)
@@ -173,6 +177,10 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		metricsArgs.Register(fs)
 		r := &MetricsResult{}
 		res, hdr = r, &r.Header
+	case driver.StepAlerts:
+		alertsArgs.Register(fs)
+		r := &driver.AlertsResult{}
+		res, hdr = r, &r.Header
 	default:
 		h := &report.Header{Tool: Tool}
 		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: unknown step %q: use one of %s", name, strings.Join(driver.Steps(), ", ")))
@@ -203,6 +211,9 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return emit(stdout, res, hdr, err)
 	}
 	log = log.With("node", cfg.NodeName)
+	if name == driver.StepAlerts {
+		return emit(stdout, res, hdr, alerts(ctx, cfg, alertsArgs, res.(*driver.AlertsResult), log))
+	}
 	s := &session{cfg: cfg, log: log, w: w, ns: cfg.Namespace(), rpc: time.Duration(cfg.EtcdDialTimeoutSec) * time.Second}
 	if s.rpc <= 0 {
 		s.rpc = 5 * time.Second

@@ -311,6 +311,7 @@ func (c *cycleRun) checks() error {
 	}
 	gc := gate.FromConfig(c.cfg, gate.PhaseUnderLock)
 	gc.ClusterSize = d.ClusterSize
+	gc.Checks.Remote = remoteChecks(c.cfg)
 	c.doing(driver.RunningHealthScript)
 	gr := gate.Run(c.uctx, c.w.runner, c.cfg.HealthScript, gate.Timeout(c.cfg), gc)
 	c.doing(driver.RunningNothing)

@@ -159,3 +159,11 @@ func named(items []string) string {
 	}
 	return fmt.Sprintf("%s (+%d more)", strings.Join(items[:maxNamed], ", "), len(items)-maxNamed)
 }
+
+// Remote is the gate.Remote of cfg, nil when it has no alert or PromQL check.
+func Remote(cfg config.Config) gate.Remote {
+	if !Configured(cfg) {
+		return nil
+	}
+	return New(cfg)
+}

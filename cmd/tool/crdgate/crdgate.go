@@ -7,6 +7,7 @@
 //	crd-gate [--script PATH] [--health-timeout DURATION] [--phase pre-lock|under-lock|post-reboot]
 //	         [--cluster-size N] [--fallback-set NODE,...] [--dry-run]
 //	         [--no-login-sessions] [--inactive-unit UNIT]... [--root DIR]
+//	         [--alertmanager-url URL | --prometheus-url URL] [--alert-match M]... [--alert-exclude M]...
 //	         [--config FILE] [--node NAME] [--format json|text] [--log-level L] [--log-format F]
 //
 // Description:
@@ -28,6 +29,13 @@
 // listed systemd units active (systemctl is-active). Each blocks with a
 // reason naming the session or unit, and blocks when it cannot tell.
 //
+// Then, in every phase, the alert and PromQL checks (gate.alerts,
+// gate.promql, or --alertmanager-url / --prometheus-url with --alert-match
+// and --alert-exclude): no matching alert fires in Alertmanager (silenced
+// and inhibited alerts do not count) or Prometheus, and each expression's
+// value lies within its bounds. An unreachable server, a timeout or a bad
+// answer blocks, naming the URL; a firing alert blocks, naming it.
+//
 // With no health_script configured, crd-gate blocks (fail closed); set
 // health_script to /bin/true to reboot without a cluster health check.
 //
@@ -39,7 +47,7 @@
 //
 //	0    healthy: the script exited 0
 //	2    configuration: bad flag or config, script missing, not executable, or writable by others
-//	3    blocked: a built-in check blocked, or the script exited non-zero, timed out, was killed, could not start, or none is configured
+//	3    blocked: a built-in, alert or PromQL check blocked, or the script exited non-zero, timed out, was killed, could not start, or none is configured
 //	130  interrupted
 //
 // Example:
@@ -57,6 +65,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/alertgate"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -131,6 +140,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var units unitList
 	fs.Var(&units, "inactive-unit", "block while systemd `unit` is active (repeatable; replaces gate.inactive_units; '' for none)")
 	root := fs.String("root", "/", "filesystem root `DIR` that /run/utmp and /proc are read under (for tests and containers)")
+	var alertFlags alertFlags
+	alertFlags.register(fs)
 
 	res := &Result{Header: report.Header{Tool: Tool}}
 	res.Phase = *phase
@@ -175,6 +186,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if cli.IsSet(fs, "inactive-unit") {
 			cfg.Gate.InactiveUnits = units
 		}
+		alertFlags.apply(fs, cfg)
 	})
 	res.Node = cfg.NodeName
 	if err != nil {
@@ -183,6 +195,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	gctx := gate.FromConfig(cfg, *phase)
 	gctx.ClusterSize = *clusterSize
 	gctx.Checks.Root = *root
+	gctx.Checks.Remote = alertgate.Remote(cfg)
 	if cli.IsSet(fs, "fallback-set") {
 		gctx.FallbackSet = splitList(*fallbackSet)
 	}

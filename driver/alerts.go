@@ -1,0 +1,70 @@
+package driver
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/report"
+)
+
+// AlertsArgs are the flags of `crd-lock step alerts`.
+type AlertsArgs struct {
+	// Phase is the gate phase the checks run for (their phases: lists).
+	Phase string
+}
+
+// Register adds the alerts flags to fs (the child side).
+func (a *AlertsArgs) Register(fs *flag.FlagSet) {
+	fs.StringVar(&a.Phase, "phase", gate.PhasePreLock, "gate `phase`: pre-lock, under-lock or post-reboot")
+}
+
+// Args renders the flags (the daemon side).
+func (a AlertsArgs) Args() []string { return []string{"--phase", a.Phase} }
+
+// AlertsResult is the JSON of `step alerts`: exit 0 when every check
+// passed, 3 when one blocked.
+type AlertsResult struct {
+	report.Header
+	Phase string `json:"phase"`
+	// Checks are the alert and PromQL checks of the phase, in order.
+	Checks []gate.CheckResult `json:"checks"`
+}
+
+// childRemote runs the gate's alert and PromQL checks through `crd-lock
+// step alerts`: the daemon links no HTTP client (docs/architecture.md).
+type childRemote struct {
+	child Child
+	cfg   config.Config
+}
+
+// remoteChecks is the gate.Remote of cfg: nil (no child, no cost) when no
+// alert or PromQL check is configured.
+func remoteChecks(child Child, cfg config.Config) gate.Remote {
+	if child == nil || !cfg.Gate.HasMonitorChecks() {
+		return nil
+	}
+	return childRemote{child: child, cfg: cfg}
+}
+
+// Check implements gate.Remote. A child that fails or answers no result
+// blocks (fail closed); an interruption is an error.
+func (r childRemote) Check(ctx context.Context, phase string) ([]gate.CheckResult, error) {
+	var res AlertsResult
+	code, err := r.child.Run(ctx, StepAlerts, AlertsArgs{Phase: phase}.Args(), r.cfg, &res)
+	if code == exitcode.Interrupted || ctx.Err() != nil {
+		return nil, exitcode.Errorf(exitcode.Interrupted, "gate: the alert checks were interrupted")
+	}
+	if err == nil && (code == exitcode.OK || code == exitcode.HealthBlocked) {
+		return res.Checks, nil
+	}
+	why := res.Error
+	if err != nil {
+		why = err.Error()
+	}
+	return []gate.CheckResult{{Name: gate.CheckAlerts,
+		Reason: fmt.Sprintf("alert checks unknown, so not rebooting: crd-lock step alerts exited %d: %s", int(code), why)}}, nil
+}
