@@ -60,6 +60,7 @@ func Params(dir string) testscript.Params {
 			"exitcode":   cmdExitcode,
 			"etcd-start": CmdEtcdStart,
 			"waitfile":   CmdWaitFile,
+			"monitoring": CmdMonitoring,
 		},
 		Setup: func(env *testscript.Env) error {
 			// No test may see the host's configuration: the default config is an
@@ -70,7 +71,11 @@ func Params(dir string) testscript.Params {
 			return os.WriteFile(def, nil, 0o644)
 		},
 		// [root]: the script runs as root (it chowns files to other users).
+		// [monitoring]: Prometheus and Alertmanager are installed (monitoring_test.go).
 		Condition: func(cond string) (bool, error) {
+			if cond == "monitoring" {
+				return MonitoringAvailable()
+			}
 			if cond == "root" {
 				return os.Geteuid() == 0, nil
 			}
