@@ -78,3 +78,28 @@ func TestRealGateAlertsChild(t *testing.T) {
 		})
 	}
 }
+
+// The child gets gate.alerts and gate.promql intact through the YAML on its
+// stdin: a bound of 0 stays 0, an unset bound stays unset.
+func TestAlertsConfigRoundTrip(t *testing.T) {
+	zero := 0.0
+	cfg := config.Default()
+	cfg.NodeName = "n1"
+	cfg.Gate.Alerts = []config.AlertCheck{{URL: "http://u:pw@am:9093", Match: []string{`instance=~"{{.Node}}:.*"`}, Phases: []string{gate.PhasePostReboot}}}
+	cfg.Gate.PromQL = []config.PromQLCheck{{URL: "http://prom:9090", Expr: "up", Max: &zero}}
+	b, err := MarshalConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Parse("stdin", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Validate(&got, "stdin", nil); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	a, q := got.Gate.Alerts[0], got.Gate.PromQL[0]
+	if a.URL != "http://u:pw@am:9093" || a.Match[0] != `instance=~"{{.Node}}:.*"` || a.Phases[0] != gate.PhasePostReboot || q.Max == nil || *q.Max != 0 || q.Min != nil {
+		t.Errorf("round trip: %+v %+v\n%s", a, q, b)
+	}
+}

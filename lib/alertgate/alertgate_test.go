@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,10 +18,15 @@ import (
 // fakeServer answers path with status and body, and records the queries.
 func fakeServer(t *testing.T, status int, body string, delay time.Duration) (*httptest.Server, *[]string) {
 	t.Helper()
-	var queries []string
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
+		mu.Lock()
 		queries = append(queries, r.URL.Path+"?"+r.Form.Encode())
+		mu.Unlock()
 		if u, p, ok := r.BasicAuth(); ok && (u != "crd" || p != "s3cret") {
 			http.Error(w, "bad credentials", http.StatusUnauthorized)
 			return
@@ -35,6 +41,8 @@ func fakeServer(t *testing.T, status int, body string, delay time.Duration) (*ht
 		fmt.Fprint(w, body)
 	}))
 	t.Cleanup(srv.Close)
+	// The caller reads queries after its request: srv.Close waits for the
+	// handlers, so a test that reads after a timeout calls it first.
 	return srv, &queries
 }
 
@@ -91,6 +99,7 @@ func TestAlertmanager(t *testing.T) {
 			if tt.blocking != nil && fmt.Sprint(r.Blocking) != fmt.Sprint(tt.blocking) {
 				t.Errorf("blocking %q, want %q", r.Blocking, tt.blocking)
 			}
+			srv.Close() // waits for a handler still sleeping (the timeout case)
 			if q := (*queries)[0]; q != "/api/v2/alerts?active=true&inhibited=false&silenced=false" {
 				t.Errorf("asked %s", q)
 			}
