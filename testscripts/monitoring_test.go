@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ var monitors sync.Map
 //	                            Alertmanager; sets $AM_URL and $PROM_URL
 //	monitoring set NAME VALUE   the target's gauge NAME
 //	monitoring wait-alert NAME [STATE]   until Alertmanager has alert NAME (active, suppressed)
+//	monitoring wait-cleared NAME         until Prometheus has no pending or firing alert NAME
 //	monitoring silence MATCHER...        silence in Alertmanager for an hour (name=value, name=~re)
 //	monitoring stop-prometheus
 //
@@ -40,7 +42,7 @@ var monitors sync.Map
 // `[!monitoring] skip`.
 func CmdMonitoring(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
-		ts.Fatalf("usage: monitoring start RULES | set NAME VALUE | wait-alert NAME [STATE] | silence MATCHER... | stop-prometheus")
+		ts.Fatalf("usage: monitoring start RULES | set NAME VALUE | wait-alert NAME [STATE] | wait-cleared NAME | silence MATCHER... | stop-prometheus")
 	}
 	if args[0] == "start" {
 		monitoringStart(ts, args[1:])
@@ -72,6 +74,11 @@ func CmdMonitoring(ts *testscript.TestScript, neg bool, args []string) {
 		id, err := m.am.SilenceE(time.Hour, args[1:]...)
 		ts.Check(err)
 		ts.Logf("silence %s", id)
+	case "wait-cleared":
+		if len(args) != 2 {
+			ts.Fatalf("usage: monitoring wait-cleared NAME")
+		}
+		ts.Check(waitCleared(m.prom, args[1]))
 	case "stop-prometheus":
 		m.stopProm()
 	default:
@@ -141,4 +148,17 @@ func MonitoringAvailable() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// waitCleared waits until Prometheus lists no alert name (pending or firing).
+func waitCleared(p *monitortest.Prometheus, name string) error {
+	deadline := time.Now().Add(monitortest.StartTimeout)
+	for time.Now().Before(deadline) {
+		as, err := p.AlertsE()
+		if err == nil && !slices.ContainsFunc(as, func(a monitortest.PromAlert) bool { return a.Labels["alertname"] == name }) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("alert %s still in Prometheus %s after %s", name, p.URL, monitortest.StartTimeout)
 }
