@@ -44,7 +44,9 @@ type Config struct {
 	Windows         Windows    `yaml:"windows"`
 	KillSwitchFile  string     `yaml:"kill_switch_file"`
 	Metrics         Metrics    `yaml:"metrics"`
-	DryRun          bool       `yaml:"dry_run"`
+	// Silences: the Alertmanager silence of a rebooting node.
+	Silences Silences `yaml:"silences"`
+	DryRun   bool     `yaml:"dry_run"`
 	// StateDir survives reboots: the reboot marker and the reboot counter.
 	StateDir string `yaml:"state_dir"`
 	// RunDir is cleared at boot: the post-reboot timestamp (FR-SD-3).
@@ -206,6 +208,7 @@ func Default() Config {
 		Windows:                  Windows{Timezone: "Local"},
 		KillSwitchFile:           "/etc/clusterrebootd/disable",
 		Metrics:                  Metrics{Listen: "127.0.0.1:10190"},
+		Silences:                 Silences{TimeoutSec: 10},
 		StateDir:                 "/var/lib/clusterrebootd",
 		RunDir:                   "/run/clusterrebootd",
 		RebootSlotTTLSec:         1800,

@@ -238,6 +238,7 @@ func (v *validator) check() {
 	}
 	v.lock()
 	v.etcd()
+	v.silences()
 	if len(c.RebootCommand) == 0 || c.RebootCommand[0] == "" {
 		v.bad("reboot_command", "must not be empty; the default is [\"/usr/bin/systemctl\", \"reboot\"]")
 	} else if !filepath.IsAbs(c.RebootCommand[0]) {
