@@ -20,6 +20,9 @@ E2E_FILES ?= $(sort $(wildcard $(ROOT)/bats/e2e_*.bats))
 SLOWPROXY_MOD  := $(ROOT)/tools/slowproxy
 SLOWPROXY_BIN  := $(TOOLS_BIN)/slowproxy
 SLOWPROXY_SRCS := $(SLOWPROXY_MOD)/go.mod $(wildcard $(SLOWPROXY_MOD)/*.go)
+RECEIVER_MOD   := $(ROOT)/tools/receiver
+RECEIVER_BIN   := $(TOOLS_BIN)/receiver
+RECEIVER_SRCS  := $(RECEIVER_MOD)/go.mod $(wildcard $(RECEIVER_MOD)/*.go)
 TESTCLOCK_BIN  := $(TOOLS)/bin-testclock
 TESTCLOCK_CMDS := clusterrebootd crd-lock
 E2E_BATS  := TESTCLOCK_BIN_DIR=$(TESTCLOCK_BIN) BATS_LIB_PATH=$(BATS_PREFIX)/node_modules $(BATS) --print-output-on-failure --timing
@@ -28,10 +31,10 @@ TEST_TARGETS += e2e
 
 .PHONY: e2e e2e-quick e2e-apt e2e-testclock demo
 
-e2e: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN)
+e2e: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN) $(RECEIVER_BIN)
 	$(E2E_BATS) $(E2E_FILES)
 
-e2e-quick: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN)
+e2e-quick: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN) $(RECEIVER_BIN)
 	$(E2E_BATS) --filter-tags '!slow' $(E2E_FILES)
 
 # unshare and setsid (util-linux), pkill and ps (procps) drive the simulated nodes;
@@ -44,6 +47,12 @@ e2e-apt:
 $(SLOWPROXY_BIN): $(SLOWPROXY_SRCS)
 	@mkdir -p $(@D)
 	cd $(SLOWPROXY_MOD) && $(GO) vet . && $(GO) test -count=1 . \
+	  && CGO_ENABLED=0 $(GO) build -mod=readonly -trimpath -buildvcs=false -ldflags '-s -w' -o $@.tmp . && mv -f $@.tmp $@
+
+# tools/receiver records notifications (the demo and e2e tests); built like slowproxy.
+$(RECEIVER_BIN): $(RECEIVER_SRCS)
+	@mkdir -p $(@D)
+	cd $(RECEIVER_MOD) && $(GO) vet . && $(GO) test -count=1 . \
 	  && CGO_ENABLED=0 $(GO) build -mod=readonly -trimpath -buildvcs=false -ldflags '-s -w' -o $@.tmp . && mv -f $@.tmp $@
 
 # Test builds with a skewable wall clock (never shipped: their version ends in

@@ -99,3 +99,42 @@ func TestLibImportsNoProgram(t *testing.T) {
 		t.Fatalf("only %d files under lib/ checked", checked)
 	}
 }
+
+// testOnly are packages that start servers or fake the world for tests; no
+// program or library may link them, only _test.go files.
+var testOnly = []string{"lib/monitortest"}
+
+func TestTestOnlyPackagesStayInTests(t *testing.T) {
+	root := "../.."
+	const module = "github.com/clusterrebootd/clusterrebootd/"
+	fset := token.NewFileSet()
+	checked := 0
+	for _, top := range []string{"cmd", "driver", "lib"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			checked++
+			rel, _ := filepath.Rel(root, path)
+			for _, imp := range f.Imports {
+				p := strings.Trim(imp.Path.Value, `"`)
+				for _, only := range testOnly {
+					if p == module+only && !strings.HasPrefix(rel, only+"/") {
+						t.Errorf("%s imports %s, a test-only package: import it from _test.go files only", rel, p)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d files checked", checked)
+	}
+}
