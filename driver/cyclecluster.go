@@ -55,6 +55,7 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 
 	if err == nil {
 		out.Cycle = &res
+		d.countSilences(res.Silences)
 		if res.View != nil {
 			d.SetView(*res.View)
 		}

@@ -42,6 +42,8 @@ type Metrics struct {
 	RebootDuration *metrics.Histogram
 	SlotExpired    *metrics.Counter
 	PublishFailing *metrics.Gauge
+	// SilenceFailures: clusterrebootd_silence_failures_total{op}.
+	SilenceFailures *metrics.Counter
 }
 
 // NewMetrics registers the daemon's series in a new registry.
@@ -75,6 +77,7 @@ func NewMetrics(version string) *Metrics {
 	m.RequiredSince.Set(0)
 	m.SlotExpired.Touch()
 	m.PublishFailing.Set(0)
+	m.SilenceFailures = newSilenceFailures(r)
 	return m
 }
 

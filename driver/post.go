@@ -150,6 +150,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	}
 	var res CompleteResult
 	code, err := d.deps.Child.Run(ctx, StepComplete, nil, cfg, &res)
+	d.countSilences(res.Silences)
 	if err != nil || code != exitcode.OK {
 		detail := res.Error
 		if err != nil {
@@ -312,6 +313,7 @@ func (d *Driver) keepSlot(ctx context.Context, cfg config.Config) {
 	}
 	var res CompleteResult
 	code, err := d.deps.Child.Run(ctx, StepComplete, CompleteArgs{Keep: true}.Args(), cfg, &res)
+	d.countSilences(res.Silences)
 	if err != nil || code != exitcode.OK {
 		detail := res.Error
 		if err != nil {

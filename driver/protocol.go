@@ -332,6 +332,8 @@ type CycleResult struct {
 	// Stopped says, when SIGTERM stopped the child under the lock, what it
 	// was running at that moment (nil otherwise).
 	Stopped *StopPoint `json:"stopped,omitempty"`
+	// Silences: the Alertmanager silences made for this reboot (nil: none configured or no slot taken).
+	Silences *SilenceReport `json:"silences,omitempty"`
 }
 
 // What a cycle child was running under the lock when it was stopped
@@ -420,6 +422,8 @@ type CompleteResult struct {
 	// means there was no slot left to keep (it expired while the node was
 	// down).
 	Kept bool `json:"kept,omitempty"`
+	// Silences: the Alertmanager silences expired (or extended, --keep).
+	Silences *SilenceReport `json:"silences,omitempty"`
 }
 
 // LockEntry is one holder or waiter of the lock (lib/lock.Entry in JSON).

@@ -226,6 +226,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			err = s.complete(ctx, res.(*driver.CompleteResult))
 			if err == nil {
 				s.consumeRequestAfterBoot(ctx)
+				s.expireSilencesAfterBoot(ctx, res.(*driver.CompleteResult))
 			}
 		}
 	case driver.StepStatus:

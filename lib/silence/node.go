@@ -42,7 +42,9 @@ func FromConfig(cfg config.Config) (*Node, error) {
 		return nil, fmt.Errorf("silence: silences.matchers: %v", err)
 	}
 	timeout := time.Duration(s.TimeoutSec) * time.Second
-	hc := &http.Client{Timeout: timeout}
+	// No keep-alive: the cluster child makes a few requests and exits, and
+	// no idle connection outlives them. No proxy from the environment.
+	hc := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	n := &Node{Matchers: ms, CreatedBy: s.CreatedByFor(cfg.NodeName), Required: s.Required, Name: cfg.NodeName, Lock: lock,
 		StateDir: cfg.StateDir}
 	for _, u := range s.AlertmanagerURL {
