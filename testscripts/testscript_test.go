@@ -60,6 +60,8 @@ func Params(dir string) testscript.Params {
 			"exitcode":   cmdExitcode,
 			"etcd-start": CmdEtcdStart,
 			"waitfile":   CmdWaitFile,
+			// monitoring_*.txtar: a real Alertmanager (monitoring_test.go).
+			"alertmanager-start": CmdAlertmanagerStart,
 		},
 		Setup: func(env *testscript.Env) error {
 			// No test may see the host's configuration: the default config is an
@@ -71,6 +73,9 @@ func Params(dir string) testscript.Params {
 		},
 		// [root]: the script runs as root (it chowns files to other users).
 		Condition: func(cond string) (bool, error) {
+			if ok, handled := monitoringCondition(cond); handled {
+				return ok, nil
+			}
 			if cond == "root" {
 				return os.Geteuid() == 0, nil
 			}

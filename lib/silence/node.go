@@ -101,7 +101,13 @@ func (n *Node) Ensure(ctx context.Context, s Slot) (Record, []error) {
 
 func (n *Node) ensureOne(ctx context.Context, c Client, prevID string, s Slot) (string, error) {
 	sil := Silence{Matchers: n.Matchers, StartsAt: n.now().UTC(), EndsAt: s.EndsAt.UTC(), CreatedBy: n.CreatedBy, Comment: n.Comment(s)}
-	if old := n.find(ctx, c, prevID); old != nil {
+	old, err := n.find(ctx, c, prevID)
+	if err != nil {
+		// Unreachable or broken: a create would fail the same way, after
+		// another timeout.
+		return "", err
+	}
+	if old != nil {
 		// Alertmanager updates it in place, or (when the change would
 		// rewrite its history) expires it and answers with a new ID.
 		sil.ID, sil.StartsAt = old.ID, old.StartsAt
@@ -110,23 +116,24 @@ func (n *Node) ensureOne(ctx context.Context, c Client, prevID string, s Slot) (
 }
 
 // find is this node's live silence on c: the recorded one, else one with
-// this node's createdBy and matchers (a record lost to a crash).
-func (n *Node) find(ctx context.Context, c Client, id string) *Silence {
+// this node's createdBy and matchers (a record lost to a crash); nil when
+// there is none.
+func (n *Node) find(ctx context.Context, c Client, id string) (*Silence, error) {
 	if id != "" {
 		if s, err := c.Get(ctx, id); err == nil && s.Live() && n.ours(s) {
-			return &s
+			return &s, nil
 		}
 	}
 	all, err := c.List(ctx)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	for _, s := range all {
 		if s.Live() && n.ours(s) {
-			return &s
+			return &s, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // ours: the silence has this node's createdBy and exactly its matchers.

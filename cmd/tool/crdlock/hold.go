@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
@@ -48,6 +49,8 @@ type HoldResult struct {
 	// outlives crd-lock (until `crd-lock complete` after the boot, or its TTL).
 	SlotKey  string `json:"slot_key,omitempty"`
 	SlotKept bool   `json:"slot_kept,omitempty"`
+	// Silences: the Alertmanager silences made with the slot (docs/silences.md).
+	Silences *driver.SilenceReport `json:"silences,omitempty"`
 	// Released is true when the lease was revoked after COMMAND ended.
 	Released bool `json:"released"`
 }
@@ -174,6 +177,7 @@ func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			rcancel()
 		} else {
 			res.SlotKey = rs.held.Key
+			res.Silences = rs.silences
 		}
 	}
 	cancel() // stop the interrupt watcher: from here on signals go to COMMAND
