@@ -120,7 +120,9 @@ func (n *Node) ensureOne(ctx context.Context, c Client, prevID string, s Slot) (
 // there is none.
 func (n *Node) find(ctx context.Context, c Client, id string) (*Silence, error) {
 	if id != "" {
-		if s, err := c.Get(ctx, id); err == nil && s.Live() && n.ours(s) {
+		// The recorded one is ours whatever its createdBy (created_by may
+		// have changed since), as long as it silences the same alerts.
+		if s, err := c.Get(ctx, id); err == nil && s.Live() && sameMatchers(s.Matchers, n.Matchers) {
 			return &s, nil
 		}
 	}
@@ -138,9 +140,11 @@ func (n *Node) find(ctx context.Context, c Client, id string) (*Silence, error) 
 
 // ours: the silence has this node's createdBy and exactly its matchers.
 func (n *Node) ours(s Silence) bool {
-	if s.CreatedBy != n.CreatedBy || len(s.Matchers) != len(n.Matchers) {
-		return false
-	}
+	return s.CreatedBy == n.CreatedBy && sameMatchers(s.Matchers, n.Matchers)
+}
+
+// sameMatchers compares two lists of matchers in any order.
+func sameMatchers(a, b []matcher.Matcher) bool {
 	key := func(ms []matcher.Matcher) []string {
 		out := make([]string, len(ms))
 		for i, m := range ms {
@@ -149,7 +153,7 @@ func (n *Node) ours(s Silence) bool {
 		slices.Sort(out)
 		return out
 	}
-	return slices.Equal(key(s.Matchers), key(n.Matchers))
+	return len(a) == len(b) && slices.Equal(key(a), key(b))
 }
 
 // Extend moves the end of the recorded silences to endsAt (the slot's lease
