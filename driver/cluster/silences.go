@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -156,6 +157,28 @@ func (s *session) keepSilences(ctx context.Context, lease clientv3.LeaseID, res 
 		s.log.Warn("the silence could not be extended with the kept reboot slot; it ends by itself", "event", "silence_failed",
 			"op", driver.SilenceOpCreate, "error", strings.Join(res.Silences.Errors, "; "))
 	}
+}
+
+// silencePlan says, for a dry run, what silence a real run would create
+// ("" when none is configured).
+func (c *cycleRun) silencePlan() string {
+	n, err := c.silences()
+	if n == nil && err == nil {
+		return ""
+	}
+	if err != nil {
+		return "; would fail to silence: " + err.Error()
+	}
+	ms := make([]string, len(n.Matchers))
+	for i, m := range n.Matchers {
+		ms[i] = m.String()
+	}
+	urls := make([]string, len(n.Clients))
+	for i, cl := range n.Clients {
+		urls[i] = cl.Name()
+	}
+	return fmt.Sprintf("; would silence {%s} on %s until the slot's lease ends (%d s), expired after the boot",
+		strings.Join(ms, ", "), strings.Join(urls, ", "), c.cfg.RebootSlotTTLSec)
 }
 
 func errStrings(errs []error) []string {

@@ -161,3 +161,21 @@ func TestCycleSilenceAlertmanagerDown(t *testing.T) {
 		})
 	}
 }
+
+// A dry run (simulate) creates no silence and says which one a real run
+// would create, the password masked.
+func TestCycleSilenceDryRun(t *testing.T) {
+	ns := nsName(t)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	n.cfg["dry_run"] = true
+	u := closedURL(t)
+	silenced(n, true, u)
+	o := n.run("cycle")
+	want := `would silence {instance=~"node-a(:[0-9]+)?"} on ` + strings.Replace(u, "s3cret", "***", 1) + " until the slot's lease ends (60 s)"
+	if o.code != exitcode.OK || !strings.Contains(o.str("detail"), want) || o.json["silences"] != nil {
+		t.Fatalf("dry run = %d, detail %q, silences %v; want 0 and %q", o.code, o.str("detail"), o.json["silences"], want)
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "state", silence.RecordFile)); !os.IsNotExist(err) {
+		t.Errorf("a dry run recorded silences: %v", err)
+	}
+}
