@@ -99,3 +99,45 @@ func TestLibImportsNoProgram(t *testing.T) {
 		t.Fatalf("only %d files under lib/ checked", checked)
 	}
 }
+
+// lib/testsupport imports testing and the etcd client for the tests' sake:
+// no file that is built into the product (anything but a _test.go file)
+// imports it.
+func TestTestSupportOnlyInTests(t *testing.T) {
+	root := "../.."
+	const testsupport = "github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "build" || rel == "dist" || rel == "tools" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, imp := range f.Imports {
+			if strings.Trim(imp.Path.Value, `"`) == testsupport {
+				t.Errorf("%s imports %s: only _test.go files may (it links testing and the etcd client)", rel, testsupport)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked only %d files: is %s the top of the tree?", checked, root)
+	}
+}

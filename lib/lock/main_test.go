@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 )
 
@@ -19,17 +16,6 @@ var embedded *etcdtest.Server
 func TestMain(m *testing.M) {
 	os.Exit(etcdtest.RunMain(m, func(s *etcdtest.Server) { embedded = s },
 		"github.com/clusterrebootd/clusterrebootd/lib/lock"))
-}
-
-// newClient connects to endpoint and closes the client when the test ends.
-func newClient(t testing.TB, endpoint string) *clientv3.Client {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // opts are test defaults: a short TTL and fast backoff.

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 var shEnv = []string{"PATH=/usr/bin:/bin"}
@@ -93,17 +96,12 @@ func TestTimeoutKillsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := strings.TrimSpace(string(b))
-	// SIGKILL has been sent; give init a moment to reap it (loose bound).
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		st, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %s still alive 5s after the timeout: %s", pid, st)
-		}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	// SIGKILL has been sent; give init a moment to reap it (loose bound).
+	testsupport.WaitGone(t, pid, 5*time.Second, "the grandchild, after the timeout")
 }
 
 // A command that ignores SIGTERM is killed after the grace period.
