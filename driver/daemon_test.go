@@ -166,15 +166,7 @@ func TestExecChild(t *testing.T) {
 touch "`+dir+`/started"
 while :; do sleep 0.01; done`)
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			for {
-				if _, err := os.Stat(dir + "/started"); err == nil {
-					cancel()
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		go cancelWhenExists(dir+"/started", cancel)
 		var res CycleResult
 		code, err := ExecChild{Path: p}.Run(ctx, StepCycle, nil, cfg, &res)
 		if err != nil || code != exitcode.Interrupted || res.Reason != ReasonInterrupted {
@@ -187,20 +179,24 @@ while :; do sleep 0.01; done`)
 touch "`+dir+`/started"
 while :; do sleep 0.01; done`)
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			for {
-				if _, err := os.Stat(dir + "/started"); err == nil {
-					cancel()
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		go cancelWhenExists(dir+"/started", cancel)
 		code, err := ExecChild{Path: p, Grace: 50 * time.Millisecond}.Run(ctx, StepCycle, nil, cfg, nil)
 		if err == nil || code != exitcode.Interrupted {
 			t.Fatalf("code %v err %v", code, err)
 		}
 	})
+}
+
+// cancelWhenExists calls cancel once path exists (a child script touches it
+// when it has started).
+func cancelWhenExists(path string, cancel context.CancelFunc) {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			cancel()
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 type fakeNotifier struct {

@@ -239,14 +239,7 @@ func freeAndExpectRebooting(t *testing.T, c *clientv3.Client, slot clientv3.Leas
 	if _, err := c.Revoke(context.Background(), slot); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle after the slot was freed = %d %s\n%s", o.code, o.stdout, o.stderr)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("cycle did not proceed within 5 s of node-b's slot being freed")
-	}
+	expectRebooting(t, done, 5*time.Second, "the cycle after node-b's slot was freed")
 }
 
 func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
@@ -173,5 +175,19 @@ func script(t testing.TB, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// expectRebooting waits up to limit for the cycle run that answers on done
+// (what) and fails the test unless it went on to reboot.
+func expectRebooting(t testing.TB, done <-chan outcome, limit time.Duration, what string) {
+	t.Helper()
+	select {
+	case o := <-done:
+		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+			t.Fatalf("%s = %d %s\n%s", what, o.code, o.stdout, o.stderr)
+		}
+	case <-time.After(limit):
+		t.Fatalf("%s did not go on to reboot within %s", what, limit)
 	}
 }

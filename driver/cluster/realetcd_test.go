@@ -49,14 +49,7 @@ func TestRealEtcdServer(t *testing.T) {
 	if o := a.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
 		t.Fatalf("complete a = %d %s", o.code, o.stdout)
 	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle b = %d %s", o.code, o.stdout)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("node-b did not proceed after node-a's slot was freed")
-	}
+	expectRebooting(t, done, 10*time.Second, "node-b's cycle after node-a's slot was freed")
 	if o := b.run("complete"); o.code != exitcode.OK {
 		t.Fatalf("complete b = %d %s", o.code, o.stdout)
 	}

@@ -60,14 +60,7 @@ func TestCycleRequeuedWhenWaiterLeaseLost(t *testing.T) {
 	if err := other.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle = %d %s\n%s", o.code, o.stdout, o.stderr)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the requeued cycle did not get the free lock")
-	}
+	expectRebooting(t, done, 10*time.Second, "the requeued cycle, once the lock was free")
 }
 
 // SIGTERM (what the daemon sends when a local condition turns false) under

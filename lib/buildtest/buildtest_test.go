@@ -29,18 +29,7 @@ func TestGoDefaults(t *testing.T) {
 			regexp.MustCompile(`GOEXPERIMENT\s*[:?+]?=`)},
 	}
 	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			// Build outputs and the pinned tool modules are not the product.
-			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "build" || rel == "dist" || rel == "tools" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkProduct(root, func(path, rel string) error {
 		for _, r := range rules {
 			if !r.applies(rel) {
 				continue
@@ -66,6 +55,25 @@ func TestGoDefaults(t *testing.T) {
 }
 
 func isGo(path string) bool { return strings.HasSuffix(path, ".go") }
+
+// walkProduct calls fn for every file of the tree at root (path, and rel
+// to root) but build outputs, hidden directories and the pinned tool
+// modules, which are not the product.
+func walkProduct(root string, fn func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "build" || rel == "dist" || rel == "tools" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(path, rel)
+	})
+}
 
 // Layers point down (CONVENTIONS.md): cmd → the programs (cmd/tool, the
 // daemon in driver/) → lib. No package under lib/ imports driver/ or cmd/.
@@ -108,17 +116,7 @@ func TestTestSupportOnlyInTests(t *testing.T) {
 	const testsupport = "github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 	fset := token.NewFileSet()
 	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "build" || rel == "dist" || rel == "tools" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkProduct(root, func(path, rel string) error {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -261,14 +260,7 @@ func TestRunTimeoutKillsGroup(t *testing.T) {
 	if !r.TimedOut || exitcode.CodeOf(r.Err()) != exitcode.HealthBlocked {
 		t.Fatalf("want timed out and blocked, got %+v", r)
 	}
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := testsupport.ReadPID(t, pidfile)
 	// SIGKILL has been sent to the group; allow a loose bound for the
 	// kernel to finish it (a zombie awaiting its reaper counts as gone).
 	testsupport.WaitGone(t, pid, 5*time.Second, "the background child, after the timeout")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,14 +91,7 @@ func TestTimeoutKillsGroup(t *testing.T) {
 	if !r.TimedOut || r.OK() {
 		t.Fatalf("want timed out, got %+v", r)
 	}
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := testsupport.ReadPID(t, pidfile)
 	// SIGKILL has been sent; give init a moment to reap it (loose bound).
 	testsupport.WaitGone(t, pid, 5*time.Second, "the grandchild, after the timeout")
 }

@@ -92,3 +92,18 @@ func WaitGone(t testing.TB, pid int, limit time.Duration, what string) {
 	t.Helper()
 	Eventually(t, limit, what+" (pid "+strconv.Itoa(pid)+") ended", func() bool { return !Running(pid) })
 }
+
+// ReadPID reads the process id a test's script wrote to path (`echo $! >
+// path`), failing the test when there is none.
+func ReadPID(t testing.TB, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pid
+}

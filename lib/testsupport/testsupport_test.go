@@ -85,3 +85,13 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+func TestReadPID(t *testing.T) {
+	p := t.TempDir() + "/pid"
+	if err := os.WriteFile(p, []byte("4242\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := ReadPID(t, p); got != 4242 {
+		t.Fatalf("ReadPID = %d, want 4242", got)
+	}
+}
