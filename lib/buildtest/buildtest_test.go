@@ -78,31 +78,12 @@ func walkProduct(root string, fn func(path, rel string) error) error {
 // Layers point down (CONVENTIONS.md): cmd → the programs (cmd/tool, the
 // daemon in driver/) → lib. No package under lib/ imports driver/ or cmd/.
 func TestLibImportsNoProgram(t *testing.T) {
-	root := "../.."
 	const module = "github.com/clusterrebootd/clusterrebootd/"
-	fset := token.NewFileSet()
-	checked := 0
-	err := filepath.WalkDir(filepath.Join(root, "lib"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
+	checked := productImports(t, "../..", "lib", func(rel, p string) {
+		if strings.HasPrefix(p, module+"driver") || strings.HasPrefix(p, module+"cmd/") {
+			t.Errorf("%s imports %s: a library must not import a program (move the code down, or the caller up)", rel, p)
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		checked++
-		for _, imp := range f.Imports {
-			p := strings.Trim(imp.Path.Value, `"`)
-			if strings.HasPrefix(p, module+"driver") || strings.HasPrefix(p, module+"cmd/") {
-				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s imports %s: a library must not import a program (move the code down, or the caller up)", rel, p)
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if checked < 50 {
 		t.Fatalf("only %d files under lib/ checked", checked)
 	}
@@ -112,11 +93,25 @@ func TestLibImportsNoProgram(t *testing.T) {
 // no file that is built into the product (anything but a _test.go file)
 // imports it.
 func TestTestSupportOnlyInTests(t *testing.T) {
-	root := "../.."
 	const testsupport = "github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	checked := productImports(t, "../..", ".", func(rel, p string) {
+		if p == testsupport {
+			t.Errorf("%s imports %s: only _test.go files may (it links testing and the etcd client)", rel, testsupport)
+		}
+	})
+	if checked < 100 {
+		t.Fatalf("checked only %d files: is the test run from lib/buildtest?", checked)
+	}
+}
+
+// productImports calls fn with each import path of each Go file under
+// root/under that is built into the product (not a _test.go file; rel is
+// the file's path from root), and returns how many files it read.
+func productImports(t *testing.T, root, under string, fn func(rel, imp string)) int {
+	t.Helper()
 	fset := token.NewFileSet()
 	checked := 0
-	err := walkProduct(root, func(path, rel string) error {
+	err := walkProduct(filepath.Join(root, under), func(path, _ string) error {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
@@ -125,17 +120,14 @@ func TestTestSupportOnlyInTests(t *testing.T) {
 			return err
 		}
 		checked++
+		rel, _ := filepath.Rel(root, path)
 		for _, imp := range f.Imports {
-			if strings.Trim(imp.Path.Value, `"`) == testsupport {
-				t.Errorf("%s imports %s: only _test.go files may (it links testing and the etcd client)", rel, testsupport)
-			}
+			fn(rel, strings.Trim(imp.Path.Value, `"`))
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if checked < 100 {
-		t.Fatalf("checked only %d files: is %s the top of the tree?", checked, root)
-	}
+	return checked
 }
