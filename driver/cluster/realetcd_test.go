@@ -11,6 +11,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // TestRealEtcdServer runs publish, a real-mode cycle, complete and a cycle
@@ -39,23 +40,16 @@ func TestRealEtcdServer(t *testing.T) {
 	}
 	// node-b must wait until node-a's slot is freed.
 	done := make(chan outcome, 1)
-	var stderr syncBuffer
+	var stderr testsupport.SyncBuffer
 	go func() { done <- b.step(context.Background(), []string{"cycle"}, nil, &stderr) }()
-	eventually(t, 10*time.Second, "node-b waits for node-a's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
+	testsupport.Eventually(t, 10*time.Second, "node-b waits for node-a's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
 	if b.rebootCalls() != nil {
 		t.Fatal("node-b rebooted while node-a held its slot")
 	}
 	if o := a.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
 		t.Fatalf("complete a = %d %s", o.code, o.stdout)
 	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle b = %d %s", o.code, o.stdout)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("node-b did not proceed after node-a's slot was freed")
-	}
+	expectRebooting(t, done, 10*time.Second, "node-b's cycle after node-a's slot was freed")
 	if o := b.run("complete"); o.code != exitcode.OK {
 		t.Fatalf("complete b = %d %s", o.code, o.stdout)
 	}
