@@ -31,6 +31,7 @@ func TestRealEtcdServer(t *testing.T) {
 	ns := nsName(t)
 	a := newNode(t, srv.Endpoint, ns, "node-a")
 	b := newNode(t, srv.Endpoint, ns, "node-b")
+	a.boot, b.boot = "a-boot-1", "b-boot-1"
 
 	if o := a.run(append([]string{"publish"}, publishArgs(policy.StateNeedsReboot)...)...); o.code != exitcode.OK {
 		t.Fatalf("publish = %d %s", o.code, o.stdout)
@@ -46,10 +47,12 @@ func TestRealEtcdServer(t *testing.T) {
 	if b.rebootCalls() != nil {
 		t.Fatal("node-b rebooted while node-a held its slot")
 	}
+	a.boot = "a-boot-2" // back from the reboot: complete refuses in the boot the slot was taken in
 	if o := a.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
 		t.Fatalf("complete a = %d %s", o.code, o.stdout)
 	}
 	expectRebooting(t, done, 10*time.Second, "node-b's cycle after node-a's slot was freed")
+	b.boot = "b-boot-2"
 	if o := b.run("complete"); o.code != exitcode.OK {
 		t.Fatalf("complete b = %d %s", o.code, o.stdout)
 	}

@@ -89,21 +89,6 @@ func TestLibImportsNoProgram(t *testing.T) {
 	}
 }
 
-// lib/testsupport imports testing and the etcd client for the tests' sake:
-// no file that is built into the product (anything but a _test.go file)
-// imports it.
-func TestTestSupportOnlyInTests(t *testing.T) {
-	const testsupport = "github.com/clusterrebootd/clusterrebootd/lib/testsupport"
-	checked := productImports(t, "../..", ".", func(rel, p string) {
-		if p == testsupport {
-			t.Errorf("%s imports %s: only _test.go files may (it links testing and the etcd client)", rel, testsupport)
-		}
-	})
-	if checked < 100 {
-		t.Fatalf("checked only %d files: is the test run from lib/buildtest?", checked)
-	}
-}
-
 // productImports calls fn with each import path of each Go file under
 // root/under that is built into the product (not a _test.go file; rel is
 // the file's path from root), and returns how many files it read.
@@ -132,41 +117,22 @@ func productImports(t *testing.T, root, under string, fn func(rel, imp string)) 
 	return checked
 }
 
-// testOnly are packages that start servers or fake the world for tests; no
-// program or library may link them, only _test.go files.
-var testOnly = []string{"lib/monitortest"}
+// testOnly are the test-support packages: lib/testsupport links testing
+// and the etcd client, lib/monitortest starts Prometheus and Alertmanager.
+// No file built into the product (anything but a _test.go file) imports
+// them, except their own.
+var testOnly = []string{"lib/testsupport", "lib/monitortest"}
 
 func TestTestOnlyPackagesStayInTests(t *testing.T) {
-	root := "../.."
 	const module = "github.com/clusterrebootd/clusterrebootd/"
-	fset := token.NewFileSet()
-	checked := 0
-	for _, top := range []string{"cmd", "driver", "lib"} {
-		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
+	checked := productImports(t, "../..", ".", func(rel, p string) {
+		for _, only := range testOnly {
+			if p == module+only && !strings.HasPrefix(rel, only+"/") {
+				t.Errorf("%s imports %s, a test-support package: only _test.go files may", rel, p)
 			}
-			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			checked++
-			rel, _ := filepath.Rel(root, path)
-			for _, imp := range f.Imports {
-				p := strings.Trim(imp.Path.Value, `"`)
-				for _, only := range testOnly {
-					if p == module+only && !strings.HasPrefix(rel, only+"/") {
-						t.Errorf("%s imports %s, a test-only package: import it from _test.go files only", rel, p)
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-	}
+	})
 	if checked < 100 {
-		t.Fatalf("only %d files checked", checked)
+		t.Fatalf("checked only %d files: is the test run from lib/buildtest?", checked)
 	}
 }
