@@ -16,6 +16,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // silenced configures n's silences on the Alertmanagers at urls.
@@ -51,7 +52,7 @@ func silenceReport(o outcome) map[string]any {
 func TestCycleSilenceRealAlertmanager(t *testing.T) {
 	am := monitortest.StartAlertmanager(t, monitortest.AlertmanagerOptions{})
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.boot = "boot-1"
 	silenced(n, false, am.URL)
@@ -136,7 +137,7 @@ func TestCycleSilenceAlertmanagerDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			n := newNode(t, embedded.Endpoint, ns, "node-a")
 			n.boot = "boot-1"
 			u := closedURL(t)

@@ -60,8 +60,8 @@ type WindowValidator func(spec string) error
 
 // validName reports whether s is 1..max characters of letters, digits, '.',
 // '_' and '-' (first a letter or digit when alnumFirst). Hand-written rather
-// than a package-level regexp: compiling those cost the daemon 17 ms and
-// 288 KB at every start (docs/performance.md).
+// than a package-level regexp: compiling those cost the daemon time and
+// memory at every start (docs/performance.md, "Figures measured by hand").
 func validName(s string, max int, alnumFirst bool) bool {
 	if len(s) == 0 || len(s) > max {
 		return false

@@ -133,8 +133,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 	// One P for the long-running daemon: its goroutines wait for timers,
 	// signals and children and never compete for CPU, and with one P a burst
 	// of activity, a garbage collection above all, wakes far fewer threads
-	// (measured: a third fewer context switches per cycle; docs/performance.md,
-	// "Wakeups"). GOMAXPROCS in the environment still wins.
+	// (docs/performance.md, "Wakeups" and "Figures measured by hand").
+	// GOMAXPROCS in the environment still wins.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
@@ -166,7 +166,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 			// allocates a little every cycle, and left to itself the heap grows
 			// to the collector's 4 MiB minimum before the first collection, and
 			// the pages stay resident (docs/performance.md). A collection of a
-			// heap this small costs well under a millisecond once a cycle.
+			// heap this small is cheap (docs/soak.md).
 			debug.FreeOSMemory()
 			if _, err := memtrim.Trim(); err != nil {
 				log.Debug("memtrim failed", "error", err)
