@@ -40,8 +40,10 @@ func TestParse(t *testing.T) {
 		errHas   string
 	}{
 		{"ok", []string{"--count", "3"}, nil, 0, "", true, ""},
-		{"unknown flag is one line, no usage dump", []string{"--bogus"}, nil, 2, "", true, "crd-test: flag provided but not defined: -bogus (see crd-test --help)"},
-		{"bad value", []string{"--count", "x"}, nil, 2, "", true, "invalid value \"x\" for flag -count"},
+		{"unknown flag is one line, no usage dump", []string{"--bogus"}, nil, 2, "", true, "crd-test: unknown flag --bogus (see crd-test --help)"},
+		{"unknown single-dash flag, --long spelling", []string{"-bogus"}, nil, 2, "", true, "crd-test: unknown flag --bogus (see crd-test --help)"},
+		{"flag without its value", []string{"--count"}, nil, 2, "", true, "crd-test: flag --count needs a value (see crd-test --help)"},
+		{"bad value", []string{"--count", "x"}, nil, 2, "", true, "invalid value \"x\" for flag --count"},
 		{"help prints usage, exit 0", []string{"--help"}, nil, 0, "CRD_<FLAG>", false, ""},
 		{"env sets a flag", nil, map[string]string{"CRD_COUNT": "7"}, 0, "", true, ""},
 		{"bad env value", nil, map[string]string{"CRD_COUNT": "seven"}, 2, "", true, "CRD_COUNT"},
@@ -161,7 +163,7 @@ func TestParseErrorHints(t *testing.T) {
 		env  string
 		want string
 	}{
-		{[]string{"--timeout", "30"}, "", `invalid value "30" for flag -timeout: parse error; a duration needs its unit, such as 30s`},
+		{[]string{"--timeout", "30"}, "", `invalid value "30" for flag --timeout: parse error; a duration needs its unit, such as 30s`},
 		{[]string{"--count", "x"}, "", "; use a whole number"},
 		{[]string{"--dry-run=maybe"}, "", "; use true or false"},
 		{nil, "CRD_TIMEOUT=30", `from environment variable "CRD_TIMEOUT": parse error; a duration needs its unit`},

@@ -19,15 +19,20 @@ import (
 // base is what every subcommand shares: the common flags, --crd-lock and
 // the hidden --root (file system root for /proc and detector files; tests).
 type base struct {
+	sub     string
 	fs      *flag.FlagSet
 	c       cli.Common
 	crdLock string
 	root    string
 	format  report.Format
+	// The flags of one command or another (tree.go).
+	reason                  string
+	local                   bool
+	dryRun, once, noMemTrim bool
 }
 
 func newBase(sub string, stdout io.Writer, child bool) *base {
-	b := &base{fs: flag.NewFlagSet(Tool+" "+sub, flag.ContinueOnError)}
+	b := &base{sub: sub, fs: flag.NewFlagSet(Tool+" "+sub, flag.ContinueOnError)}
 	b.fs.SetOutput(stdout) // --help and --version
 	b.c.Register(b.fs)
 	if child {

@@ -63,21 +63,12 @@ func (r runResult) Text(w io.Writer) error {
 	return nil
 }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simulate bool) error {
-	sub := "run"
-	if simulate {
-		sub = "simulate"
-	}
-	b := newBase(sub, stdout, true)
-	var dryRun, once, noMemTrim bool
-	if !simulate {
-		b.fs.BoolVar(&dryRun, "dry-run", false, "decide and log everything; run no hook and no reboot command (dry_run: true)")
-		b.fs.BoolVar(&once, "once", false, "run one cycle and exit with its result")
-		b.fs.BoolVar(&noMemTrim, "no-memtrim", false, "keep the executable's read-only pages resident (for measurements; docs/performance.md)")
-	}
+func runCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Writer, simulate bool) error {
+	sub := b.sub
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
+	dryRun, once, noMemTrim := b.dryRun, b.once, b.noMemTrim
 	res := runResult{Command: sub, Header: report.Header{Node: b.c.Node}}
 	if !simulate && !once && !cli.IsSet(b.fs, "log-format") {
 		b.c.LogFormat = "json"

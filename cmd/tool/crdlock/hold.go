@@ -72,15 +72,8 @@ func (r *HoldResult) Text(w io.Writer) error {
 	return nil
 }
 
-func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("crd-lock hold", flag.ContinueOnError)
-	fs.SetOutput(stdout) // --help and --version
-	f := flags{synopsis: "crd-lock hold [flags] -- COMMAND [ARG...]"}
-	f.register(fs)
-	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
-	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")
-	withSlot := fs.Bool("reboot-slot", false, "take this node's reboot slot before COMMAND (waiting while max_holders nodes are down) and keep it after COMMAND succeeds, until `crd-lock complete` after the boot")
-	grace := fs.Duration("kill-grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL: below a third of the TTL (default 10s, or a quarter of the TTL when that is less)")
+func runHold(ctx context.Context, o *holdOpts, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs, f, timeout, purpose, withSlot, grace := o.fs, &o.f, o.timeout, o.purpose, o.withSlot, o.grace
 	res := &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}
 	format := report.JSON
 	finish := func(err error) error {
