@@ -395,10 +395,11 @@ func Quiet(err error) error {
 }
 
 // Settler is a tool's result: its header settles from the run's error.
-type Settler interface{ Settle(error) }
+type Settler = report.Settler
 
 // Emit prints a tool's one result object in the --format asked for (JSON
-// when --format itself is bad, which then is the error) and returns err.
+// when --format itself is bad, which then is the error) and returns err
+// (report.Finish).
 func Emit(stdout io.Writer, c *Common, res Settler, err error) error {
 	format, ferr := c.Output(stdout)
 	if ferr != nil {
@@ -407,9 +408,5 @@ func Emit(stdout io.Writer, c *Common, res Settler, err error) error {
 			err = ferr
 		}
 	}
-	res.Settle(err)
-	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
-		err = werr
-	}
-	return err
+	return report.Finish(stdout, format, res, err)
 }

@@ -166,33 +166,38 @@ func formatAfterUsageError(f string) report.Format {
 	return report.JSON
 }
 
+// Settle fills the header from err; "no reboot required" (exit 1) is an
+// answer, not an error, so it leaves no error text.
+func (r *Result) Settle(err error) {
+	r.Header.Settle(err)
+	if exitcode.CodeOf(err) == exitcode.No {
+		r.Error = ""
+	}
+}
+
 // finish prints res in format and returns the error Run ends with: err,
-// except in nagios mode, where the exit codes are Nagios's.
+// except in nagios mode, where the exit codes are Nagios's. JSON and text
+// end as every tool's result does (report.Finish).
 func finish(stdout io.Writer, format report.Format, res *Result, err error, start time.Time) error {
 	if res.Node == "" {
 		// Before the configuration is loaded: the name it would default to.
 		res.Node, _ = os.Hostname()
 	}
-	res.Settle(err)
-	if exitcode.CodeOf(err) == exitcode.No {
-		res.Error = "" // "no reboot required" is an answer, not an error.
-	}
 	res.DurationMS = time.Since(start).Milliseconds()
 	switch format {
 	case Nagios:
+		res.Settle(err)
 		if werr := writeNagios(stdout, res); werr != nil {
 			return exitcode.New(nagiosUnknown, werr)
 		}
 		return nagiosError(err)
 	case Prom:
+		res.Settle(err)
 		if werr := writeProm(stdout, res, time.Now()); werr != nil && err == nil {
 			return exitcode.Errorf(exitcode.Internal, "%s: write metrics: %w", Tool, werr)
 		}
 		return err
 	default:
-		if werr := report.Write(stdout, format, res); werr != nil && err == nil {
-			return exitcode.Errorf(exitcode.Internal, "%s: write result: %w", Tool, werr)
-		}
-		return err
+		return report.Finish(stdout, format, res, err)
 	}
 }

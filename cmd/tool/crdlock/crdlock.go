@@ -99,9 +99,14 @@ See crd-lock SUBCOMMAND --help, man crd-lock.
 // writeUsageError prints the JSON result of a run that never got to its
 // subcommand (the format is not known yet, so JSON).
 func writeUsageError(stdout io.Writer, sub string, err error) error {
-	r := base{Header: report.Header{Tool: tool}, Subcommand: sub}
-	r.Settle(err)
-	_ = report.Write(stdout, report.JSON, &r)
+	return finishResult(stdout, report.JSON, &base{Header: report.Header{Tool: tool}, Subcommand: sub}, err)
+}
+
+// finishResult ends a subcommand with report.Finish, but returns err
+// whatever the write did: hold's exit status is COMMAND's, and a result
+// written to a closed stdout does not change what was done.
+func finishResult(stdout io.Writer, format report.Format, res report.Settler, err error) error {
+	_ = report.Finish(stdout, format, res, err)
 	return err
 }
 

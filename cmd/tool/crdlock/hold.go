@@ -52,6 +52,15 @@ type HoldResult struct {
 	Released bool `json:"released"`
 }
 
+// Settle fills the header from err; a COMMAND that ran and failed while
+// the lock held is "command_failed" (its status is the exit code).
+func (r *HoldResult) Settle(err error) {
+	r.Header.Settle(err)
+	if r.CommandExitStatus != nil && *r.CommandExitStatus != 0 && !r.LockLost {
+		r.ExitName = "command_failed"
+	}
+}
+
 // Text renders the result for humans.
 func (r *HoldResult) Text(w io.Writer) error {
 	report.Line(w, "key", r.Key)
@@ -76,14 +85,7 @@ func runHold(ctx context.Context, o *holdOpts, args []string, stdin io.Reader, s
 	fs, f, timeout, purpose, withSlot, grace := o.fs, &o.f, o.timeout, o.purpose, o.withSlot, o.grace
 	res := &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		if res.CommandExitStatus != nil && *res.CommandExitStatus != 0 && !res.LockLost {
-			res.ExitName = "command_failed"
-		}
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	// Signals are ours from the start: while waiting they interrupt the wait,
 	// while COMMAND runs they are forwarded to it.
 	sigc := make(chan os.Signal, 4)

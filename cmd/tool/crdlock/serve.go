@@ -53,11 +53,7 @@ func (r *ServeResult) Text(w io.Writer) error {
 func runServe(ctx context.Context, o *serveOpts, args []string, stdout, stderr io.Writer) error {
 	res := &ServeResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "serve"}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	// Shared flags may come before the service's name too
 	// (`crd-lock --config C serve fleetlock` is `serve --config C fleetlock`).
 	if shared, after := cli.SplitShared(args); len(shared) > 0 && len(after) > 0 && after[0] == "fleetlock" {

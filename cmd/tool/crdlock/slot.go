@@ -238,11 +238,7 @@ func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, st
 	fs, f, keep := o.fs, &o.f, o.keep
 	res := &CompleteResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "complete"}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, _, err := f.setup(fs, args, stdout, &format, "complete")
 	if errors.Is(err, flag.ErrHelp) {
 		return err

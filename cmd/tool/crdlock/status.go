@@ -68,11 +68,7 @@ func runStatus(ctx context.Context, o *statusOpts, args []string, stdout, stderr
 	fs, f := o.fs, &o.f
 	res := &StatusResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "status"}, Holders: []lock.Entry{}, Waiters: []lock.Entry{}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, key, err := f.setup(fs, args, stdout, &format, "status")
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -121,11 +117,7 @@ func runRelease(ctx context.Context, o *releaseOpts, args []string, stdout, stde
 	fs, f, holder, force, leaseless := o.fs, &o.f, o.holder, o.force, o.leaseless
 	res := &ReleaseResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "release"}, Released: []lock.Entry{}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, key, err := f.setup(fs, args, stdout, &format, "release")
 	if errors.Is(err, flag.ErrHelp) {
 		return err

@@ -166,11 +166,7 @@ func evaluateArgs(fs *flag.FlagSet, c *cli.Common, o *options, args []string, st
 	if res.Node == "" {
 		res.Node = c.Node
 	}
-	res.Settle(err)
-	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
-		return exitcode.Errorf(exitcode.Internal, "%s: write result: %w", tool, werr)
-	}
-	return err
+	return report.Finish(stdout, format, res, err)
 }
 
 // options are crd-window's own flags.
