@@ -24,8 +24,9 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 )
 
-// tools are registered as cmd/<tool>/main.go runs them: cli.Main under a
-// context that SIGINT and SIGTERM cancel.
+// tools are registered as cmd/<tool>/main.go runs them: cli.Exec with the
+// process's arguments and streams under a context that SIGINT and SIGTERM
+// cancel.
 var tools = map[string]cli.RunFunc{
 	"crd-detect":     crddetect.Run,
 	"crd-window":     crdwindow.Run,
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 	for name, run := range tools {
 		cmds[name] = func() {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := cli.Main(ctx, name, run)
+			code := cli.Exec(ctx, name, run, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			stop()
 			os.Exit(code)
 		}

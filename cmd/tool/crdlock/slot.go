@@ -245,20 +245,11 @@ func orNone(s string) string {
 // (the claim in state_dir names its lease) once the boot id says the node
 // rebooted, and removes the reboot marker of that reboot; with --keep it
 // renews the slot instead (post-boot checks failing: the fleet waits).
-func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("crd-lock complete", flag.ContinueOnError)
-	fs.SetOutput(stdout) // --help and --version
-	var f flags
-	f.common.Register(fs)
-	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
-	keep := fs.Bool("keep", false, "renew the slot instead of freeing it (the node is back but not yet healthy)")
+func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, stderr io.Writer) error {
+	fs, f, keep := o.fs, &o.f, o.keep
 	res := &CompleteResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "complete"}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, _, err := f.setup(fs, args, stdout, &format, "complete")
 	if errors.Is(err, flag.ErrHelp) {
 		return err
