@@ -10,6 +10,7 @@
 load lib/common
 load lib/etcd
 load lib/sim
+load lib/monitoring
 
 setup() {
 	# Read before common_setup, which clears CRD_* variables.
@@ -20,33 +21,13 @@ setup() {
 		skip "no prometheus-alertmanager/amtool (make test-monitoring installs them)"
 	fi
 	sim_e2e_setup single
-	am_start
+	am_start "$TEST_DIR/am" || fail "no alertmanager"
 }
 
 teardown() {
 	[[ -n "${AM_POLL_PID:-}" ]] && kill "$AM_POLL_PID" 2>/dev/null
 	sim_e2e_teardown
-	[[ -n "${AM_PID:-}" ]] && kill "$AM_PID" 2>/dev/null && wait "$AM_PID" 2>/dev/null
-	true
-}
-
-# am_start: an Alertmanager on a free loopback port, data in $TEST_DIR; AM_URL.
-am_start() {
-	local i
-	mkdir -p "$TEST_DIR/am/data"
-	printf 'route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n' >"$TEST_DIR/am/alertmanager.yml"
-	etcd_free_port
-	AM_URL="http://127.0.0.1:$ETCD_FREE_PORT"
-	"$AM_BIN" --config.file="$TEST_DIR/am/alertmanager.yml" --storage.path="$TEST_DIR/am/data" \
-		--web.listen-address="127.0.0.1:$ETCD_FREE_PORT" --cluster.listen-address= --log.level=warn \
-		>"$TEST_DIR/am/log" 2>&1 3>&- &
-	AM_PID=$!
-	for ((i = 0; i < 100; i++)); do
-		curl -sf "$AM_URL/-/ready" >/dev/null && return 0
-		sleep 0.1
-	done
-	cat "$TEST_DIR/am/log"
-	fail "alertmanager did not get ready at $AM_URL"
+	am_stop
 }
 
 # am_poll FILE: every 0.1 s, one line with the createdBy of every active

@@ -63,6 +63,6 @@ $(TESTCLOCK_BIN)/%: FORCE
 	@mkdir -p $(@D)
 	$(GOBUILD) -tags crdtestclock -o $@ ./cmd/$*
 
-demo: build etcd e2e-apt
+demo: build etcd e2e-apt monitoring-debian $(RECEIVER_BIN)
 	@$(ROOT)/scripts/demo
 
