@@ -54,6 +54,7 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 	stopMu.Unlock()
 
 	if err == nil {
+		d.countNotifications(res.Notifications)
 		out.Cycle = &res
 		if res.View != nil {
 			d.SetView(*res.View)

@@ -150,6 +150,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	}
 	var res CompleteResult
 	code, err := d.deps.Child.Run(ctx, StepComplete, nil, cfg, &res)
+	d.countNotifications(res.Notifications)
 	if err != nil || code != exitcode.OK {
 		detail := res.Error
 		if err != nil {
@@ -278,6 +279,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 		detail = st.Reason
 	}
 	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadView: readView}
+	args.BlockedSince, args.BlockedReason = d.blockedEpisode(st, d.deps.Now())
 	var res PublishResult
 	code, err := d.deps.Child.Run(ctx, StepPublish, args.Args(), cfg, &res)
 	if err != nil {
@@ -286,6 +288,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 	if code != exitcode.OK {
 		return exitcode.Errorf(code, "publish: %s", res.Error)
 	}
+	d.countNotifications(res.Notifications)
 	d.published(res, d.deps.Now())
 	return nil
 }

@@ -58,6 +58,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -111,6 +112,8 @@ type session struct {
 	ns string
 	// rpc bounds each single etcd request (etcd_dial_timeout_sec).
 	rpc time.Duration
+	// notifier sends this step's notifications (nil until the first).
+	notifier *notifyevents.Notifier
 }
 
 // RunStep runs `crd-lock step NAME [flags]`: args[0] is the step name. The
@@ -223,7 +226,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if compArgs.Keep {
 			err = s.keepSlot(ctx, res.(*driver.CompleteResult))
 		} else {
-			err = s.complete(ctx, res.(*driver.CompleteResult))
+			err = s.completeNotify(ctx, res.(*driver.CompleteResult))
 			if err == nil {
 				s.consumeRequestAfterBoot(ctx)
 			}
@@ -241,6 +244,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case driver.StepRequest:
 		err = s.request(ctx, overArgs, res.(*driver.OverrideResult))
 	}
+	s.notifyAfter(ctx, name, publishArgs, res, err)
 	return emit(stdout, res, hdr, err)
 }
 
