@@ -57,9 +57,10 @@ func Params(dir string) testscript.Params {
 	return testscript.Params{
 		Dir: dir,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode":   cmdExitcode,
-			"etcd-start": CmdEtcdStart,
-			"waitfile":   CmdWaitFile,
+			"exitcode":      cmdExitcode,
+			"etcd-start":    CmdEtcdStart,
+			"waitfile":      CmdWaitFile,
+			"webhook-start": CmdWebhookStart,
 		},
 		Setup: func(env *testscript.Env) error {
 			// No test may see the host's configuration: the default config is an

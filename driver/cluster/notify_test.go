@@ -279,3 +279,40 @@ func TestNotifyBlockedOncePerEpisode(t *testing.T) {
 		t.Errorf("node_blocked payload %+v", p)
 	}
 }
+
+// The reboot command runs while the only destination still holds
+// reboot_starting unanswered (timeout_sec 300): nothing on the way to the
+// reboot waits for a notification. The step waits for it only at its end.
+func TestRebootCommandDoesNotWaitForNotifications(t *testing.T) {
+	ns := nsName(t)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	asked := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		asked <- struct{}{}
+		<-release
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(free)
+	n.cfg["notifications"] = map[string]any{"webhooks": []string{srv.URL}, "timeout_sec": 300}
+	done := make(chan outcome, 1)
+	go func() { done <- n.run("cycle") }()
+	eventually(t, 20*time.Second, "the reboot command ran while the receiver holds the message", func() bool { return len(n.rebootCalls()) > 0 })
+	select {
+	case <-asked:
+	default:
+		t.Fatal("the receiver was never asked")
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("the step ended before the notification was answered: %s", o.stdout)
+	default:
+	}
+	free()
+	o := <-done
+	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting || len(failedEvents(o)) != 0 {
+		t.Errorf("cycle = %d %s", o.code, o.stdout)
+	}
+}
