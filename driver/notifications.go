@@ -45,13 +45,14 @@ func (m *Metrics) touchNotifyMetrics() {
 	}
 }
 
-// blockedEpisode is since when this node is blocked without a break, and
-// the reason now; zero when it is not blocked. The publish step gets it and
+// blockedEpisode is since when this node is blocked (or back from its
+// reboot but failing the post-reboot checks, keeping its slot) without a
+// break, and the reason now; zero when it is neither. The publish step gets it and
 // sends node_blocked or reboot_loop (the daemon sends nothing itself).
 func (d *Driver) blockedEpisode(st Status, now time.Time) (time.Time, string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if st.State != policy.StateBlocked {
+	if st.State != policy.StateBlocked && st.State != policy.StatePostReboot {
 		d.blockedSince = time.Time{}
 		return time.Time{}, ""
 	}

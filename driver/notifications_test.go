@@ -42,6 +42,10 @@ func TestBlockedEpisodeAndNotificationMetrics(t *testing.T) {
 	if flag(args, "--blocked-since") != start.UTC().Format(time.RFC3339) || flag(args, "--blocked-reason") != ReasonPolicy {
 		t.Errorf("the episode goes on with a new reason: %q", args)
 	}
+	args = publish(Status{State: policy.StatePostReboot, Reason: ReasonPostReboot, Detail: "health script exited 1", RebootRequired: false})
+	if flag(args, "--blocked-since") != start.UTC().Format(time.RFC3339) || flag(args, "--blocked-reason") != ReasonPostReboot {
+		t.Errorf("failing post-reboot checks are part of the episode: %q", args)
+	}
 	if args = publish(Status{State: policy.StateIdle}); slices.Contains(args, "--blocked-since") {
 		t.Errorf("idle publish args %q", args)
 	}
@@ -54,7 +58,7 @@ func TestBlockedEpisodeAndNotificationMetrics(t *testing.T) {
 	if _, err := d.metrics.Registry.WriteTo(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`clusterrebootd_notifications_sent_total{event="node_blocked"} 4`, `clusterrebootd_notifications_failed_total{event="node_blocked"} 4`,
+	for _, want := range []string{`clusterrebootd_notifications_sent_total{event="node_blocked"} 5`, `clusterrebootd_notifications_failed_total{event="node_blocked"} 5`,
 		`clusterrebootd_notifications_failed_total{event="slot_expired"} 0`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("metrics lack %s:\n%s", want, b.String())

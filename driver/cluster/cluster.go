@@ -3,7 +3,7 @@
 //
 // Synopsis:
 //
-//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] < config.yaml
+//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] [--read-view] [--blocked-since RFC3339 --blocked-reason R] < config.yaml
 //	crd-lock step cycle [--attempt N] < config.yaml
 //	crd-lock step complete < config.yaml
 //	crd-lock step status < config.yaml

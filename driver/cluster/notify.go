@@ -142,7 +142,7 @@ type blockedRecord map[string]string
 // when and why on every publish). Waiting for a window or a cluster-wide
 // pause or an operator's hold is not reported: those are plans, not trouble.
 func (s *session) notifyBlocked(a driver.PublishArgs) {
-	if a.State != policy.StateBlocked || a.BlockedSince.IsZero() {
+	if (a.State != policy.StateBlocked && a.State != policy.StatePostReboot) || a.BlockedSince.IsZero() {
 		return
 	}
 	path := filepath.Join(s.cfg.StateDir, notifiedFile)

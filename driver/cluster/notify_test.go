@@ -270,7 +270,12 @@ func TestNotifyBlockedOncePerEpisode(t *testing.T) {
 	pub(driver.ReasonHealth, since)
 	pub(driver.ReasonRebootLoop, since.Add(time.Second))
 	pub(driver.ReasonRebootLoop, since.Add(time.Second))
-	want := "node_blocked reboot_loop node_blocked"
+	// Back from the reboot but failing the post-reboot checks: blocked too.
+	if o := n.run("publish", "--state", "post_reboot", "--detail", "post_reboot: health script exited 1",
+		"--blocked-since", since.Add(2*time.Second).Format(time.RFC3339), "--blocked-reason", driver.ReasonPostReboot); o.code != exitcode.OK {
+		t.Fatalf("publish = %d %s", o.code, o.stdout)
+	}
+	want := "node_blocked reboot_loop node_blocked node_blocked"
 	if got := strings.Join(good.events(), " "); got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
