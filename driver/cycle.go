@@ -39,6 +39,9 @@ type Driver struct {
 	// publishedAt is when the last publication succeeded, with or
 	// without the view.
 	publishedAt time.Time
+	// blockedSince is when the node's current blocked state began (zero
+	// when not blocked), for the node_blocked notification.
+	blockedSince time.Time
 }
 
 // New returns a driver for cfg. deps must be complete (see Deps.Real);

@@ -31,6 +31,7 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 	if r.err == nil {
 		out.Cycle = &r.res
 		d.countSilences(r.res.Silences)
+		d.countNotifications(r.res.Notifications)
 		if r.res.View != nil {
 			d.SetView(*r.res.View)
 		}

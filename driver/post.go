@@ -161,6 +161,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 		detail = st.Reason
 	}
 	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadView: readView}
+	args.BlockedSince, args.BlockedReason = d.blockedEpisode(st, d.deps.Now())
 	var res PublishResult
 	code, err := d.deps.Child.Run(ctx, StepPublish, args.Args(), cfg, &res)
 	if err != nil {
@@ -169,6 +170,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 	if code != exitcode.OK {
 		return exitcode.Errorf(code, "publish: %s", res.Error)
 	}
+	d.countNotifications(res.Notifications)
 	d.published(res, d.deps.Now())
 	return nil
 }

@@ -187,6 +187,7 @@ func (p *postRun) freeSlot() (CompleteResult, bool) {
 	var res CompleteResult
 	code, err := p.d.deps.Child.Run(p.ctx, StepComplete, nil, p.cfg, &res)
 	p.d.countSilences(res.Silences)
+	p.d.countNotifications(res.Notifications)
 	if err != nil || code != exitcode.OK {
 		detail := res.Error
 		if err != nil {

@@ -58,9 +58,10 @@ func Params(dir string) testscript.Params {
 	return testscript.Params{
 		Dir: dir,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode":   cmdExitcode,
-			"etcd-start": CmdEtcdStart,
-			"waitfile":   CmdWaitFile,
+			"exitcode":      cmdExitcode,
+			"etcd-start":    CmdEtcdStart,
+			"waitfile":      CmdWaitFile,
+			"webhook-start": CmdWebhookStart,
 			// monitoring_*.txtar: a real Alertmanager (monitoring_test.go).
 			"alertmanager-start": CmdAlertmanagerStart,
 		},

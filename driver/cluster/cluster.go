@@ -3,7 +3,7 @@
 //
 // Synopsis:
 //
-//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] < config.yaml
+//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] [--read-view] [--blocked-since RFC3339 --blocked-reason R] < config.yaml
 //	crd-lock step cycle [--attempt N] < config.yaml
 //	crd-lock step complete < config.yaml
 //	crd-lock step status < config.yaml
@@ -58,6 +58,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -111,6 +112,8 @@ type session struct {
 	ns string
 	// rpc bounds each single etcd request (etcd_dial_timeout_sec).
 	rpc time.Duration
+	// notifier sends this step's notifications (nil until the first).
+	notifier *notifyevents.Notifier
 }
 
 // RunStep runs `crd-lock step NAME [flags]`: args[0] is the step name. The
@@ -156,7 +159,9 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return emit(stdout, res, hdr, err)
 	}
 	defer s.client.Close()
-	return emit(stdout, res, hdr, s.run(ctx, c))
+	err = s.run(ctx, c)
+	s.notifyAfter(ctx, c.name, c.publishArgs, c.res, err)
+	return emit(stdout, res, hdr, err)
 }
 
 // readConfig parses and validates the configuration on stdin.

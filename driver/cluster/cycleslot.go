@@ -133,6 +133,7 @@ func (c *cycleRun) takeSlot() error {
 	c.res.SlotKey = held.Key
 	c.log.Info("reboot slot taken", "event", "slot_taken", "slot_key", held.Key, "slot_ttl_sec", c.cfg.RebootSlotTTLSec,
 		"slot_lease_id", claim.Lease)
+	c.notifyStarting()
 	return c.silenceSlot()
 }
 

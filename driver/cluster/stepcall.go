@@ -129,7 +129,7 @@ func (s *session) run(ctx context.Context, c *stepCall) error {
 		if c.compArgs.Keep {
 			return s.keepSlot(ctx, res.(*driver.CompleteResult))
 		}
-		err := s.complete(ctx, res.(*driver.CompleteResult))
+		err := s.completeNotify(ctx, res.(*driver.CompleteResult))
 		if err == nil {
 			s.consumeRequestAfterBoot(ctx)
 			s.expireSilencesAfterBoot(ctx, res.(*driver.CompleteResult))

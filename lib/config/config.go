@@ -62,6 +62,10 @@ type Config struct {
 	SettleSec        int    `yaml:"settle_sec"`
 	MaxRebootsPerDay int    `yaml:"max_reboots_per_day"`
 
+	// Notifications are messages about reboots, sent by the cluster child
+	// (docs/notifications.md).
+	Notifications Notifications `yaml:"notifications"`
+
 	// origin remembers which file and line set each field, for messages.
 	origin origins
 	// sources lists the files read, in order.
@@ -209,6 +213,7 @@ func Default() Config {
 		KillSwitchFile:           "/etc/clusterrebootd/disable",
 		Metrics:                  Metrics{Listen: "127.0.0.1:10190"},
 		Silences:                 Silences{TimeoutSec: 10},
+		Notifications:            Notifications{TimeoutSec: 5, BlockedAfterSec: 3600},
 		StateDir:                 "/var/lib/clusterrebootd",
 		RunDir:                   "/run/clusterrebootd",
 		RebootSlotTTLSec:         1800,

@@ -148,6 +148,7 @@ func Validate(cfg *Config, source string, checkWindow WindowValidator) error {
 	v := &validator{cfg: cfg, problems: slices.Clone(cfg.problems)}
 	v.check()
 	v.windows(checkWindow)
+	v.notifications()
 	if len(v.problems) == 0 {
 		return nil
 	}
