@@ -54,8 +54,13 @@ test: $(TEST_TARGETS)
 unit:
 	$(GO) test -race -count=1 ./lib/... ./driver/... ./cmd/...
 
-testscript:
+# zsh and fish check the generated completions (bash is always there).
+testscript: testscript-apt
 	$(GO) test -count=1 ./testscripts/...
+
+.PHONY: testscript-apt
+testscript-apt:
+	@$(ROOT)/scripts/need-apt zsh fish
 
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out -coverpkg=./lib/...,./cmd/tool/... ./lib/... ./cmd/tool/... ./testscripts/...

@@ -30,6 +30,10 @@ pkg_status() { in_root dpkg-query -W -f '${db:Status-Abbrev}${Version}' clusterr
 	for tool in clusterrebootd crd-detect crd-window crd-gate crd-lock crd-reboot; do
 		[ "$(stat -c '%a %U' "$R/usr/bin/$tool")" = "755 root" ]
 		ls "$R"/usr/share/man/man[18]/"$tool".[18].gz
+		# Completions generated from the command tree, where Debian's shells look.
+		grep "^complete .*-F .* $tool\$" "$R/usr/share/bash-completion/completions/$tool" >/dev/null
+		[ "$(sed -n 1p "$R/usr/share/zsh/vendor-completions/_$tool")" = "#compdef $tool" ]
+		grep "^complete -c $tool" "$R/usr/share/fish/vendor_completions.d/$tool.fish" >/dev/null
 	done
 	ls "$R"/usr/share/man/man5/clusterrebootd.yaml.5.gz
 	[ -f "$R/etc/clusterrebootd/config.yaml" ]

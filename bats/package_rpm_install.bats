@@ -26,6 +26,9 @@ rpm_root() { with_proc "$R" rpm --root "$R" --dbpath /var/lib/rpm "$@"; }
 	[ "$output" = "clusterrebootd-${PKG_VERSION}~old-1.x86_64" ]
 	for tool in clusterrebootd crd-detect crd-window crd-gate crd-lock crd-reboot; do
 		[ -x "$R/usr/bin/$tool" ]
+		[ -s "$R/usr/share/bash-completion/completions/$tool" ]
+		[ "$(sed -n 1p "$R/usr/share/zsh/site-functions/_$tool")" = "#compdef $tool" ]
+		[ -s "$R/usr/share/fish/vendor_completions.d/$tool.fish" ]
 	done
 	[ -f "$R/usr/lib/systemd/system/clusterrebootd.service" ]
 	[ -f "$R/usr/lib/systemd/system/clusterrebootd.service.d/needs-restarting.conf" ]

@@ -159,9 +159,9 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 // waitExit returns once process pid has exited, without reaping it (Wait
 // does that next, at once). It waits in the runtime's network poller on a
 // pidfd instead of in a wait4 system call: a goroutine in a long system call
-// keeps its P, and the runtime's monitor thread then polls every 20 µs to
-// 10 ms until it takes the P back (after 10 ms), dozens of wake-ups for each
-// child an idle daemon runs (docs/performance.md, "Wakeups"). On any error it
+// keeps its P, and the runtime's monitor thread then polls until it takes
+// the P back, wake-ups for each child an idle daemon runs
+// (docs/performance.md, "Wakeups"). On any error it
 // returns at once and Wait blocks as before. It reports whether it waited on
 // the pidfd until the process exited.
 func waitExit(pid int) (pidfd bool) {

@@ -39,6 +39,9 @@ type Driver struct {
 	// publishedAt is when the last publication succeeded, with or
 	// without the view.
 	publishedAt time.Time
+	// blockedSince is when the node's current blocked state began (zero
+	// when not blocked), for the node_blocked notification.
+	blockedSince time.Time
 }
 
 // New returns a driver for cfg. deps must be complete (see Deps.Real);
@@ -201,107 +204,21 @@ func (d *Driver) RunOnce(ctx context.Context, mode Mode) Outcome {
 	}
 
 	// Step 1: kill switch file, cluster pause (last view).
-	if set, reason, err := d.deps.KillSwitch(cfg.KillSwitchFile); set {
-		if err != nil {
-			d.log.Warn("kill switch undeterminable", "event", "kill_switch_error", "error", err)
-		}
-		out.block(1, "kill_switch", ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
-		d.refreshRequired(ctx, cfg, now)
+	if stop := d.stepKillSwitch(ctx, cfg, now, &out); stop {
 		return out
 	}
-	if p := d.View().Paused; p != nil {
-		out.block(1, "kill_switch", ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
-		d.refreshRequired(ctx, cfg, now)
-		return out
-	}
-	if h := d.View().Held(cfg.NodeName); h != nil {
-		out.block(1, "kill_switch", ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
-		d.refreshRequired(ctx, cfg, now)
-		return out
-	}
-	out.step(1, "kill_switch", DecisionPass, "", "kill switch not set")
-
 	// Step 2: detect.
-	rep := d.deps.Detect.Detect(ctx, cfg)
-	if d.metrics != nil {
-		d.metrics.LastCheck.Set(float64(now.Unix()))
-	}
-	if rep.Err != nil {
-		if exitcode.CodeOf(rep.Err) == exitcode.Interrupted || ctx.Err() != nil {
-			out.block(2, "detect", ReasonInterrupted, "stopped during detection")
-			return out
-		}
-		out.block(2, "detect", ReasonDetector, rep.Err.Error())
+	if stop := d.stepDetect(ctx, cfg, mode, now, &out); stop {
 		return out
 	}
-	d.setRequired(rep.RebootRequired, now)
-	// An operator's reboot request comes with the view the publisher read
-	// (no etcd read here: an idle node does not ask etcd every cycle).
-	requested := d.View().Requested(cfg.NodeName)
-	if !rep.RebootRequired && requested == nil {
-		d.mu.Lock()
-		d.attempt = 0
-		d.mu.Unlock()
-		out.step(2, "detect", DecisionBlock, ReasonNotNeeded, "no detector says a reboot is needed")
-		out.Action, out.Reason, out.Detail, out.Step = ActionIdle, ReasonNotNeeded, "no reboot needed", 2
-		return out
-	}
-	fired := ""
-	for _, r := range rep.Fired() {
-		if fired != "" {
-			fired += ", "
-		}
-		fired += r.Name
-		out.Detectors = append(out.Detectors, r.Name)
-		if r.Detail != "" {
-			fired += " (" + r.Detail + ")"
-		}
-	}
-	if blocked, detail := d.loopCheck(cfg, now, mode); blocked {
-		out.block(2, "detect", ReasonRebootLoop, detail)
-		return out
-	}
-	if fired == "" && requested != nil {
-		fired = fmt.Sprintf("requested by %s since %s: %s", requested.By, requested.Since.UTC().Format(time.RFC3339), requested.Reason)
-	}
-	out.step(2, "detect", DecisionPass, "", "reboot needed: "+fired)
-
 	// Step 3: window.
-	dec, err := d.deps.Windows.At(cfg, now)
-	if err != nil {
-		out.block(3, "window", ReasonWindow, err.Error())
+	if stop := d.stepWindow(cfg, now, &out); stop {
 		return out
 	}
-	if !dec.Open {
-		detail := dec.Reason
-		if !dec.NextOpen.IsZero() {
-			detail += "; next opening " + dec.NextOpen.Format(time.RFC3339)
-		}
-		out.block(3, "window", ReasonWindow, detail)
-		return out
-	}
-	out.step(3, "window", DecisionPass, "", dec.Reason)
-
 	// Step 4: built-in policies on the last view, then the pre-lock gate.
-	view := d.viewFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
-	pd := policy.Evaluate(view, cfg.NodeName, cfg.ClusterPolicies)
-	if !pd.Allowed {
-		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)
+	if stop := d.stepPolicyGate(ctx, cfg, mode, now, &out); stop {
 		return out
 	}
-	out.step(4, "policy", DecisionPass, "", pd.Reason)
-	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, view)
-	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
-		// Not an answer of the script: neither counted nor logged as unhealthy.
-		out.block(4, "health", ReasonInterrupted, "stopped during the health check")
-		return out
-	}
-	d.countHealth(gr)
-	if !gr.Healthy {
-		out.block(4, "health", ReasonHealth, gr.Reason)
-		return out
-	}
-	out.step(4, "health", DecisionPass, "", gr.Reason)
 
 	// Steps 5-7: the cluster child.
 	d.clusterCycle(ctx, cfg, mode, &out)

@@ -272,7 +272,8 @@ func TestPublish(t *testing.T) {
 	if err := d.Publish(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--state", "blocked", "--reboot-required=true", "--last-check", "2026-11-29T02:59:00Z", "--detail", "window: inside deny window"}
+	want := []string{"--state", "blocked", "--reboot-required=true", "--last-check", "2026-11-29T02:59:00Z", "--detail", "window: inside deny window",
+		"--blocked-since", "2026-11-29T02:59:00Z", "--blocked-reason", "window"}
 	if !slices.Equal(w.child.args[0], want) {
 		t.Errorf("args %q", w.child.args[0])
 	}

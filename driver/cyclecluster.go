@@ -27,6 +27,33 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 		defer d.metrics.LockHeld.Set(0)
 	}
 
+	r := d.runCycleChild(ctx, cfg, mode, attempt)
+	if r.err == nil {
+		out.Cycle = &r.res
+		d.countSilences(r.res.Silences)
+		d.countNotifications(r.res.Notifications)
+		if r.res.View != nil {
+			d.SetView(*r.res.View)
+		}
+		if d.metrics != nil && (r.res.LeaseID != "" || r.res.FencingToken != 0) {
+			d.metrics.LockAcquire.Observe(float64(r.res.LockWaitMS) / 1000)
+		}
+	}
+	d.clusterOutcome(ctx, r, out)
+}
+
+// childCycle is what the child `cycle` answered, and why the daemon
+// stopped it (reason "" when it did not).
+type childCycle struct {
+	res            CycleResult
+	code           exitcode.Code
+	err            error
+	reason, detail string
+}
+
+// runCycleChild runs the child `cycle` (steps 5-7) while watchLocal
+// re-checks the local conditions; the first that turns false stops it.
+func (d *Driver) runCycleChild(ctx context.Context, cfg config.Config, mode Mode, attempt int) childCycle {
 	childCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stopMu sync.Mutex
@@ -45,23 +72,21 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 		d.watchLocal(childCtx, cfg, stop)
 	}()
 
-	var res CycleResult
-	code, err := d.deps.Child.Run(childCtx, StepCycle, CycleArgs{Attempt: attempt, NoWait: mode.Simulate}.Args(), cfg, &res)
+	var r childCycle
+	r.code, r.err = d.deps.Child.Run(childCtx, StepCycle, CycleArgs{Attempt: attempt, NoWait: mode.Simulate}.Args(), cfg, &r.res)
 	cancel()
 	<-watchDone
 	stopMu.Lock()
-	reason, detail := stopReason, stopDetail
+	r.reason, r.detail = stopReason, stopDetail
 	stopMu.Unlock()
+	return r
+}
 
-	if err == nil {
-		out.Cycle = &res
-		if res.View != nil {
-			d.SetView(*res.View)
-		}
-		if d.metrics != nil && (res.LeaseID != "" || res.FencingToken != 0) {
-			d.metrics.LockAcquire.Observe(float64(res.LockWaitMS) / 1000)
-		}
-	}
+// clusterOutcome records in out what the child's answer means for the
+// cycle: rebooting, dry run, or blocked (with backoff, unless interrupted
+// or not needed).
+func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome) {
+	res, code, err, reason, detail := r.res, r.code, r.err, r.reason, r.detail
 	switch {
 	case err == nil && code == exitcode.OK && res.Outcome == OutcomeRebooting:
 		out.step(5, "cluster", DecisionPass, "", "lock held, reboot slot taken, reboot command ran")

@@ -136,8 +136,8 @@ func (d *Daemon) loop(ctx context.Context) {
 		d.writeMetrics()
 		d.notify(func(n Notifier) error { return n.Status(d.Driver.Status().String()) })
 		// The publisher takes over the burst: it publishes if due and trims
-		// once for both (each trim is a garbage collection and costs the idle
-		// process a dozen wake-ups). Only when it is still busy with an
+		// once for both (each trim is a garbage collection and wakes the idle
+		// process's threads). Only when it is still busy with an
 		// earlier notice does the loop trim itself.
 		select {
 		case d.cycleDone <- struct{}{}:
@@ -213,8 +213,8 @@ func (d *Daemon) publisher(ctx context.Context) {
 			// Publish in the same burst of activity as the cycle when at
 			// least half an interval has passed since the last publication
 			// (PublishedAt, with or without the view): every separate burst costs
-			// the idle process dozens of runtime wake-ups
-			// (docs/performance.md). The record stays fresh on its own timer
+			// the idle process runtime wake-ups (docs/performance.md,
+			// "Wakeups"). The record stays fresh on its own timer
 			// while a cycle waits for the lock.
 			if last := d.Driver.PublishedAt(); !last.IsZero() && d.Driver.deps.Now().Sub(last) < every/2 {
 				d.memTrim() // on the cycle's behalf

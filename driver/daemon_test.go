@@ -18,6 +18,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestLimiter(t *testing.T) {
@@ -165,15 +166,7 @@ func TestExecChild(t *testing.T) {
 touch "`+dir+`/started"
 while :; do sleep 0.01; done`)
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			for {
-				if _, err := os.Stat(dir + "/started"); err == nil {
-					cancel()
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		go cancelWhenExists(dir+"/started", cancel)
 		var res CycleResult
 		code, err := ExecChild{Path: p}.Run(ctx, StepCycle, nil, cfg, &res)
 		if err != nil || code != exitcode.Interrupted || res.Reason != ReasonInterrupted {
@@ -186,20 +179,24 @@ while :; do sleep 0.01; done`)
 touch "`+dir+`/started"
 while :; do sleep 0.01; done`)
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			for {
-				if _, err := os.Stat(dir + "/started"); err == nil {
-					cancel()
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		go cancelWhenExists(dir+"/started", cancel)
 		code, err := ExecChild{Path: p, Grace: 50 * time.Millisecond}.Run(ctx, StepCycle, nil, cfg, nil)
 		if err == nil || code != exitcode.Interrupted {
 			t.Fatalf("code %v err %v", code, err)
 		}
 	})
+}
+
+// cancelWhenExists calls cancel once path exists (a child script touches it
+// when it has started).
+func cancelWhenExists(path string, cancel context.CancelFunc) {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			cancel()
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 type fakeNotifier struct {
@@ -231,7 +228,7 @@ func TestDaemon(t *testing.T) {
 	cfg := testConfig(w)
 	cfg.CheckIntervalSec = 1
 	cfg.Metrics.Textfile = filepath.Join(t.TempDir(), "crd.prom")
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	m := NewMetrics("test")
 	drv := New(cfg, w.deps(), log, m, nil)
@@ -252,11 +249,11 @@ func TestDaemon(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	waitFor(t, func() bool { return d.Cycles() >= 1 && strings.Contains(n.all(), "WATCHDOG") })
+	testsupport.Eventually(t, 10*time.Second, "a cycle and a watchdog ping", func() bool { return d.Cycles() >= 1 && strings.Contains(n.all(), "WATCHDOG") })
 	reload <- struct{}{}
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "reload_failed") })
+	testsupport.Eventually(t, 10*time.Second, "reload_failed logged", func() bool { return strings.Contains(logs.String(), "reload_failed") })
 	reload <- struct{}{}
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `"event":"reloaded"`) })
+	testsupport.Eventually(t, 10*time.Second, "reloaded logged", func() bool { return strings.Contains(logs.String(), `"event":"reloaded"`) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -293,34 +290,6 @@ func slicesContains(s []string, v string) bool {
 	return false
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The publisher publishes right after a cycle when at least half an interval
 // has passed since the last publication, so an idle node has one burst of
 // activity per cycle instead of two; after a recent one it waits for its own
@@ -352,7 +321,7 @@ func TestPublishFollowsCycle(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- d.Run(ctx) }()
-			waitFor(t, func() bool { return d.Cycles() >= 4 })
+			testsupport.Eventually(t, 10*time.Second, "four cycles", func() bool { return d.Cycles() >= 4 })
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -387,7 +356,7 @@ func TestPublishFailureRateLimited(t *testing.T) {
 	cfg.CheckIntervalSec = 1
 	cfg.HealthPublishIntervalSec = 1
 	w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"tool":"crd-lock","exit_code":7,"error":"etcd: timeout at http://127.0.0.1:2379"}`}
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	m := NewMetrics("test")
 	d := &Daemon{Driver: New(cfg, w.deps(), log, m, nil), Log: log, Metrics: m}
@@ -406,7 +375,7 @@ func TestPublishFailureRateLimited(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, func() bool { return publishes() >= 4 })
+	testsupport.Eventually(t, 10*time.Second, "four publications", func() bool { return publishes() >= 4 })
 	if n := strings.Count(logs.String(), `"event":"publish_failed"`); n != 1 {
 		t.Fatalf("%d publish_failed lines after %d failed publications, want 1:\n%s", n, publishes(), logs.String())
 	}
@@ -416,7 +385,7 @@ func TestPublishFailureRateLimited(t *testing.T) {
 	w.child.mu.Lock()
 	w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[]}}`}
 	w.child.mu.Unlock()
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `"event":"publish_recovered"`) })
+	testsupport.Eventually(t, 10*time.Second, "publish_recovered logged", func() bool { return strings.Contains(logs.String(), `"event":"publish_recovered"`) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -468,7 +437,7 @@ func TestMetricsErrorRateLimited(t *testing.T) {
 	w := newWorld(t)
 	cfg := testConfig(w)
 	cfg.Metrics.Textfile = filepath.Join(t.TempDir(), "missing-dir", "crd.prom")
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, Metrics: NewMetrics("test")}
 	for range 5 {
@@ -486,7 +455,7 @@ func TestReloadRestartsStepOnlyWhenItMatters(t *testing.T) {
 	cfg := testConfig(w)
 	w.child.answers[StepCycle] = answer{block: true}
 	w.child.started = make(chan struct{})
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	reload := make(chan struct{}, 1)
 	var next config.Config
@@ -504,7 +473,7 @@ func TestReloadRestartsStepOnlyWhenItMatters(t *testing.T) {
 	quiet.Metrics.Textfile = filepath.Join(t.TempDir(), "crd.prom")
 	quiet.CheckIntervalSec = 30
 	set(quiet)
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `"step_restarted":false`) })
+	testsupport.Eventually(t, 10*time.Second, "step_restarted false logged", func() bool { return strings.Contains(logs.String(), `"step_restarted":false`) })
 	time.Sleep(50 * time.Millisecond)
 	if strings.Contains(logs.String(), `"reason":"interrupted"`) {
 		t.Fatalf("a reload of the metrics path stopped the cluster step:\n%s", logs.String())
@@ -513,7 +482,7 @@ func TestReloadRestartsStepOnlyWhenItMatters(t *testing.T) {
 	deny.Windows.Deny = []string{"Sat 00:00-24:00"}
 	set(deny)
 	// The step is interrupted before the reloaded line is written: wait for both.
-	waitFor(t, func() bool {
+	testsupport.Eventually(t, 10*time.Second, "an interrupted step restarted", func() bool {
 		l := logs.String()
 		return strings.Contains(l, `"reason":"interrupted"`) && strings.Contains(l, `"step_restarted":true`)
 	})

@@ -42,6 +42,10 @@ type Metrics struct {
 	RebootDuration *metrics.Histogram
 	SlotExpired    *metrics.Counter
 	PublishFailing *metrics.Gauge
+	// SilenceFailures: clusterrebootd_silence_failures_total{op}.
+	SilenceFailures *metrics.Counter
+	NotifySent      *metrics.Counter
+	NotifyFailed    *metrics.Counter
 }
 
 // NewMetrics registers the daemon's series in a new registry.
@@ -63,6 +67,8 @@ func NewMetrics(version string) *Metrics {
 		RebootDuration: r.NewHistogram("clusterrebootd_reboot_duration_seconds", "Coordinated reboots from the reboot request to the completed post-reboot checks.", rebootDurationBuckets()),
 		SlotExpired:    r.NewCounter("clusterrebootd_reboot_slot_expired_total", "Coordinated reboots completed after the node's reboot slot had expired (it took longer than reboot_slot_ttl_sec)."),
 		PublishFailing: r.NewGauge("clusterrebootd_publish_failing", "1 while the last health-record publication to etcd failed."),
+		NotifySent:     r.NewCounter("clusterrebootd_notifications_sent_total", "Notifications delivered by this node's cluster steps, by event (one per destination).", "event"),
+		NotifyFailed:   r.NewCounter("clusterrebootd_notifications_failed_total", "Notifications that failed or timed out, by event (one per destination); the reboot never waits for them.", "event"),
 	}
 	m.HealthChecks.Touch("healthy")
 	m.HealthChecks.Touch("unhealthy")
@@ -75,6 +81,8 @@ func NewMetrics(version string) *Metrics {
 	m.RequiredSince.Set(0)
 	m.SlotExpired.Touch()
 	m.PublishFailing.Set(0)
+	m.SilenceFailures = newSilenceFailures(r)
+	m.touchNotifyMetrics()
 	return m
 }
 

@@ -100,3 +100,17 @@ func TestStateGauge(t *testing.T) {
 		t.Errorf("states %v", states())
 	}
 }
+
+// A child's silence failures become clusterrebootd_silence_failures_total.
+func TestCountSilences(t *testing.T) {
+	d := &Driver{metrics: NewMetrics("test")}
+	d.countSilences(nil)
+	d.countSilences(&SilenceReport{CreateFailures: 2})
+	d.countSilences(&SilenceReport{ExpireFailures: 1, Expired: 3})
+	if got := d.metrics.SilenceFailures.Value(SilenceOpCreate); got != 2 {
+		t.Errorf("create failures = %v, want 2", got)
+	}
+	if got := d.metrics.SilenceFailures.Value(SilenceOpExpire); got != 1 {
+		t.Errorf("expire failures = %v, want 1", got)
+	}
+}

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/gate"
-	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 )
 
@@ -34,151 +31,37 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		return true
 	}
 	now := d.deps.Now()
-	slotTTL := time.Duration(cfg.RebootSlotTTLSec) * time.Second
-
 	if m.BootID == boot {
-		if now.Sub(m.RequestedAt) < slotTTL {
-			out.block(0, name, ReasonRebootInProgress, fmt.Sprintf("reboot requested at %s; waiting for the machine to go down", m.RequestedAt.UTC().Format(time.RFC3339)))
-			return true
-		}
-		// The command returned, yet nothing rebooted within the slot's TTL.
-		d.log.Error("the reboot command returned but the machine did not reboot; removing the stale marker",
-			"event", "reboot_not_happened", "requested_at", m.RequestedAt, "boot_id", boot, "command", m.Command)
-		if d.metrics != nil {
-			d.metrics.Blocked.Inc(ReasonRebootFailed)
-		}
-		if mode.Simulate {
-			out.step(0, name, DecisionSkip, ReasonRebootFailed, "stale marker of a reboot that did not happen would be removed")
-			return false
-		}
-		if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: false}, now); err != nil {
-			out.block(0, name, ReasonPostReboot, stateDirError(err))
-			return true
-		}
-		if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
-			out.block(0, name, ReasonPostReboot, err.Error())
-			return true
-		}
-		out.step(0, name, DecisionDone, ReasonRebootFailed, "removed the marker of a reboot that did not happen")
-		return false
+		return d.rebootPending(cfg, mode, m, boot, now, out)
 	}
 
-	// A coordinated reboot completed: finish it.
-	d.mu.Lock()
-	if !d.post.is(m.BootID, boot) {
-		d.post = readPostProgress(cfg.StateDir, m.BootID, boot)
-	}
-	progress := d.post
-	d.status.State = policy.StatePostReboot
-	d.mu.Unlock()
-	// The node is back from the reboot it asked for. Whatever blocks it now
-	// keeps its slot, renewed every cycle, so that the fleet waits for it
-	// rather than follow a node that is not healthy again.
-	hold := func(step, reason, detail string) bool {
-		if ctx.Err() != nil {
-			// Stopped (SIGTERM) while a post-reboot step ran: that step
-			// failed because of it, and the slot is renewed by the next
-			// daemon's first cycle, not by a child started already cancelled.
-			out.block(0, step, ReasonInterrupted, "stopped during the post-reboot checks: "+detail)
-			return true
-		}
-		out.block(0, step, reason, detail)
-		if !mode.Simulate {
-			d.keepSlot(ctx, cfg)
-		}
+	// A coordinated reboot completed: finish it, step by step in the order
+	// of docs/architecture.md's step 8.
+	p := d.startPost(ctx, cfg, mode, m, boot, now, out)
+	if stop := p.recordReboot(); stop {
 		return true
 	}
-	if !mode.Simulate {
-		if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: true}, now); err != nil {
-			return hold(name, ReasonPostReboot, stateDirError(err))
-		}
+	if stop := p.postHooks(); stop {
+		return true
 	}
-	if h, err := ReadHistory(cfg.StateDir); err != nil {
-		return hold(name, ReasonPostReboot, stateDirError(err))
-	} else if h.Block != nil {
-		return hold(name, ReasonRebootLoop, h.Block.Detail+"; clear it with clusterrebootd resume --local")
+	if stop := p.detectorQuiet(); stop {
+		return true
 	}
-	if !progress.Hooks && len(cfg.PostRebootHooks) > 0 {
-		if cfg.DryRun || mode.Simulate {
-			out.step(0, "post_reboot_hooks", DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
-		} else {
-			// The slot, granted before the reboot, gets its whole TTL again
-			// before the hooks run (their timeouts are validated to fit).
-			d.keepSlot(ctx, cfg)
-			if err := d.deps.Hooks.Run(ctx, cfg, cfg.PostRebootHooks); err != nil {
-				return hold("post_reboot_hooks", ReasonPostReboot, err.Error())
-			}
-			out.step(0, "post_reboot_hooks", DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
-		}
-		if !cfg.DryRun && !mode.Simulate {
-			d.markPost(cfg, m.BootID, boot, func(p *postProgress) { p.Hooks = true })
-		}
+	if stop := p.postHealth(); stop {
+		return true
 	}
-	rep := d.deps.Detect.Detect(ctx, cfg)
-	if rep.Err != nil {
-		return hold("post_reboot_detect", ReasonDetector, rep.Err.Error())
-	}
-	if rep.RebootRequired {
-		detail := fmt.Sprintf("the node still needs a reboot after the coordinated reboot requested at %s", m.RequestedAt.UTC().Format(time.RFC3339))
-		if !mode.Simulate {
-			if err := d.setBlock(cfg, detail, now); err != nil {
-				detail += "; " + err.Error()
-			}
-		}
-		return hold("post_reboot_detect", ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
-	}
-	out.step(0, "post_reboot_detect", DecisionPass, "", "no detector fires after the reboot")
-	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePostReboot, d.viewFor(ctx, cfg, mode, now, cfg.HealthScript != ""))
-	d.countHealth(gr)
-	if !gr.Healthy {
-		return hold("post_reboot_health", ReasonPostReboot, gr.Reason)
-	}
-	out.step(0, "post_reboot_health", DecisionPass, "", gr.Reason)
 	if mode.Simulate {
 		out.step(0, name, DecisionSkip, "", "simulation: the slot is not freed and the marker stays")
 		return false
 	}
-	if !progress.Settled && cfg.SettleSec > 0 {
-		// The slot, granted before the reboot, gets its whole TTL again
-		// before the wait, so that it outlasts settle_sec (validated to fit).
-		d.keepSlot(ctx, cfg)
-		if err := d.deps.Sleep(ctx, time.Duration(cfg.SettleSec)*time.Second); err != nil {
-			out.block(0, "settle", ReasonInterrupted, "stopped during settle_sec")
-			return true
-		}
-		d.markPost(cfg, m.BootID, boot, func(p *postProgress) { p.Settled = true })
-	}
-	var res CompleteResult
-	code, err := d.deps.Child.Run(ctx, StepComplete, nil, cfg, &res)
-	if err != nil || code != exitcode.OK {
-		detail := res.Error
-		if err != nil {
-			detail = err.Error()
-		}
-		out.block(0, "complete", CodeReason(code), "cannot free the reboot slot: "+detail)
+	if stop := p.settle(); stop {
 		return true
 	}
-	if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
-		out.block(0, name, ReasonPostReboot, err.Error())
+	res, stop := p.freeSlot()
+	if stop {
 		return true
 	}
-	if err := removePostProgress(cfg.StateDir); err != nil {
-		d.log.Warn("cannot remove the post-reboot progress file", "event", "state_dir_error", "error", err)
-	}
-	done := d.deps.Now()
-	if err := WriteFileAtomic(filepath.Join(cfg.RunDir, LastRebootFile), []byte(done.UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		d.log.Warn("cannot write the post-reboot timestamp", "event", "run_dir_error", "error", err)
-	}
-	if d.metrics != nil {
-		d.metrics.RebootDuration.Observe(done.Sub(m.RequestedAt).Seconds())
-		if !res.Freed {
-			d.metrics.SlotExpired.Inc()
-		}
-	}
-	d.log.Info("coordinated reboot completed", "event", "reboot_completed", "duration_ms", done.Sub(m.RequestedAt).Milliseconds(),
-		"requested_at", m.RequestedAt, "slot_freed", res.Freed)
-	out.step(0, name, DecisionDone, "", fmt.Sprintf("reboot requested at %s completed; slot freed", m.RequestedAt.UTC().Format(time.RFC3339)))
-	return false
+	return p.rebootCompleted(res)
 }
 
 // markPost records a post-reboot step as done, in memory and in state_dir
@@ -278,6 +161,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 		detail = st.Reason
 	}
 	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadView: readView}
+	args.BlockedSince, args.BlockedReason = d.blockedEpisode(st, d.deps.Now())
 	var res PublishResult
 	code, err := d.deps.Child.Run(ctx, StepPublish, args.Args(), cfg, &res)
 	if err != nil {
@@ -286,6 +170,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 	if code != exitcode.OK {
 		return exitcode.Errorf(code, "publish: %s", res.Error)
 	}
+	d.countNotifications(res.Notifications)
 	d.published(res, d.deps.Now())
 	return nil
 }
@@ -312,6 +197,7 @@ func (d *Driver) keepSlot(ctx context.Context, cfg config.Config) {
 	}
 	var res CompleteResult
 	code, err := d.deps.Child.Run(ctx, StepComplete, CompleteArgs{Keep: true}.Args(), cfg, &res)
+	d.countSilences(res.Silences)
 	if err != nil || code != exitcode.OK {
 		detail := res.Error
 		if err != nil {

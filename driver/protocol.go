@@ -183,6 +183,11 @@ type PublishArgs struct {
 	// the step reads only the pause key, so an idle node's publication costs
 	// etcd the same whatever the size of the fleet.
 	ReadView bool
+	// BlockedSince and BlockedReason say since when and why the node is
+	// blocked (zero: not blocked), for the node_blocked and reboot_loop
+	// notifications, which the child sends.
+	BlockedSince  time.Time
+	BlockedReason string
 }
 
 // Register adds the publish flags to fs (the child side).
@@ -196,6 +201,12 @@ func (a *PublishArgs) Register(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&a.Detail, "detail", "", "why the node is blocked (`text`)")
 	fs.BoolVar(&a.ReadView, "read-view", false, "also read the whole cluster view (records, slots, pause) after the write")
+	fs.Func("blocked-since", "`time` (RFC 3339) since when the node is blocked, for notifications", func(s string) error {
+		t, err := time.Parse(time.RFC3339, s)
+		a.BlockedSince = t
+		return err
+	})
+	fs.StringVar(&a.BlockedReason, "blocked-reason", "", "the `reason` token the node is blocked for, for notifications")
 }
 
 // Args renders the flags (the daemon side).
@@ -207,6 +218,9 @@ func (a PublishArgs) Args() []string {
 	}
 	if a.ReadView {
 		args = append(args, "--read-view")
+	}
+	if !a.BlockedSince.IsZero() {
+		args = append(args, "--blocked-since", a.BlockedSince.UTC().Format(time.RFC3339), "--blocked-reason", a.BlockedReason)
 	}
 	return args
 }
@@ -312,6 +326,8 @@ type PublishResult struct {
 	// request for it (nil: none), read by every publication.
 	Hold    *policy.Override `json:"hold,omitempty"`
 	Request *policy.Override `json:"request,omitempty"`
+	// Notifications are the notifications this step sent (or failed to).
+	Notifications *Notifications `json:"notifications,omitempty"`
 }
 
 // CycleResult is the JSON of `step cycle`.
@@ -334,6 +350,10 @@ type CycleResult struct {
 	// Stopped says, when SIGTERM stopped the child under the lock, what it
 	// was running at that moment (nil otherwise).
 	Stopped *StopPoint `json:"stopped,omitempty"`
+	// Silences: the Alertmanager silences made for this reboot (nil: none configured or no slot taken).
+	Silences *SilenceReport `json:"silences,omitempty"`
+	// Notifications are the notifications this step sent (or failed to).
+	Notifications *Notifications `json:"notifications,omitempty"`
 }
 
 // What a cycle child was running under the lock when it was stopped
@@ -422,6 +442,10 @@ type CompleteResult struct {
 	// means there was no slot left to keep (it expired while the node was
 	// down).
 	Kept bool `json:"kept,omitempty"`
+	// Silences: the Alertmanager silences expired (or extended, --keep).
+	Silences *SilenceReport `json:"silences,omitempty"`
+	// Notifications are the notifications this step sent (or failed to).
+	Notifications *Notifications `json:"notifications,omitempty"`
 }
 
 // LockEntry is one holder or waiter of the lock (lib/lock.Entry in JSON).
@@ -457,4 +481,6 @@ type PauseResult struct {
 	Paused *policy.Pause `json:"paused,omitempty"`
 	// Changed is false when the key was already in the requested state.
 	Changed bool `json:"changed"`
+	// Notifications are the notifications this step sent (or failed to).
+	Notifications *Notifications `json:"notifications,omitempty"`
 }

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // When the metrics child fails (a port in use), the daemon logs the child's
@@ -18,14 +20,14 @@ func TestServeMetricsLogsTheChildsError(t *testing.T) {
 	p := writeScript(t, `echo 'not json: a stray line' >&2
 echo '{"tool":"crd-lock","exit_code":2,"exit_name":"config","error":"`+reason+`"}'
 exit 2`)
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	cfg := config.Default()
 	cfg.RunDir = t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ServeMetrics(ctx, p, cfg, io.Discard, log) }()
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `"event":"metrics_error"`) })
+	testsupport.Eventually(t, 10*time.Second, "metrics_error logged", func() bool { return strings.Contains(logs.String(), `"event":"metrics_error"`) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

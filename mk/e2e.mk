@@ -31,11 +31,11 @@ TEST_TARGETS += e2e
 
 .PHONY: e2e e2e-quick e2e-apt e2e-testclock demo
 
-e2e: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN) $(RECEIVER_BIN)
-	$(E2E_BATS) $(E2E_FILES)
+e2e: build e2e-testclock etcd bats-install e2e-apt monitoring-debian $(SLOWPROXY_BIN) $(RECEIVER_BIN)
+	CRD_TEST_MONITORING=1 $(E2E_BATS) $(E2E_FILES)
 
-e2e-quick: build e2e-testclock etcd bats-install e2e-apt $(SLOWPROXY_BIN) $(RECEIVER_BIN)
-	$(E2E_BATS) --filter-tags '!slow' $(E2E_FILES)
+e2e-quick: build e2e-testclock etcd bats-install e2e-apt monitoring-debian $(SLOWPROXY_BIN) $(RECEIVER_BIN)
+	CRD_TEST_MONITORING=1 $(E2E_BATS) --filter-tags '!slow' $(E2E_FILES)
 
 # unshare and setsid (util-linux), pkill and ps (procps) drive the simulated nodes;
 # socat forwards (and, stopped, partitions) a node's etcd traffic in e2e_chaos.bats.
@@ -63,6 +63,6 @@ $(TESTCLOCK_BIN)/%: FORCE
 	@mkdir -p $(@D)
 	$(GOBUILD) -tags crdtestclock -o $@ ./cmd/$*
 
-demo: build etcd e2e-apt
+demo: build etcd e2e-apt monitoring-debian $(RECEIVER_BIN)
 	@$(ROOT)/scripts/demo
 

@@ -3,8 +3,9 @@
 # Each test starts its own server on random 127.0.0.1 ports and stops it; the
 # packaged service is never used.
 #
-#   make test-lock-integration   lib/etcd + lib/lock scenarios and the crd-lock
-#                                testscripts, once per server binary
+#   make test-lock-integration   lib/etcd + lib/lock scenarios, the crd-lock
+#                                testscripts and the daemon's steps (publish,
+#                                cycle, complete), once per server binary
 
 LOCK_IT_PKGS := ./lib/etcd/... ./lib/lock/...
 
@@ -14,6 +15,7 @@ test-lock-integration: $(ETCD_BIN) etcd-debian
 	  echo "test-lock-integration: against $$bin ($$($$bin --version | sed -n 1p))"; \
 	  CRD_TEST_ETCD=$$bin $(GO) test -race -count=1 $(LOCK_IT_PKGS) || exit 1; \
 	  CRD_TEST_ETCD=$$bin $(GO) test -count=1 ./testscripts/ -run 'TestScripts/crd-lock|TestCrdLockScripts' || exit 1; \
+	  ETCD_TEST_BIN=$$bin $(GO) test -race -count=1 -run TestRealEtcdServer ./driver/cluster/ || exit 1; \
 	done
 
 TEST_TARGETS += test-lock-integration

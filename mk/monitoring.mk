@@ -45,7 +45,7 @@ monitoring-debian: promtool-debian
 
 # Packages whose tests need the real servers; each skips them without
 # CRD_TEST_MONITORING=1 when the binaries are missing (plain `make unit`).
-MONITORING_TEST_PKGS := ./lib/monitortest/... ./lib/alertgate/...
+MONITORING_TEST_PKGS := ./lib/monitortest/... ./lib/silence/... ./driver/cluster/ ./lib/alertgate/...
 
 test-monitoring: monitoring-debian
 	CRD_TEST_MONITORING=1 $(GO) test -count=1 $(MONITORING_TEST_PKGS)

@@ -80,7 +80,7 @@ package-bin:
 	    GOARCH=$$arch $(GOBUILD) -o $(PKG_BUILD)/$$arch/bin/$(cmd) ./cmd/$(cmd);) \
 	done
 
-## Arch-independent files: man pages, docs, changelog, examples #############
+## Arch-independent files: man pages, docs, changelog, examples, completions
 
 # Every staged file gets a fixed mode and SOURCE_DATE_EPOCH as its time, so
 # two checkouts with different umasks and clocks give the same package.
@@ -99,6 +99,7 @@ package-stage: man
 	  chmod 0644 $(PKG_STAGE)/man/man$$sect/$$(basename $$page).gz; \
 	done
 	$(ROOT)/packaging/changelog-yml $(VERSION) $(SOURCE_DATE_EPOCH) > $(PKG_STAGE)/changelog.yml
+	$(MAKE) --no-print-directory completions COMPLETIONS_DIR=$(PKG_STAGE)/completions
 	@{ sed 's|@BUILD@|$(PKG_BUILD)|g' $(ROOT)/packaging/nfpm.yaml; \
 	   find $(PKG_STAGE)/man $(PKG_STAGE)/doc $(PKG_STAGE)/examples -type f | LC_ALL=C sort | \
 	   while read -r f; do \
@@ -108,6 +109,15 @@ package-stage: man
 	     mode=$$(stat -c %a "$$f"); \
 	     printf '  - {src: %s, dst: %s, packager: rpm, type: doc, file_info: {mode: 0o%s}}\n' "$$f" "$$dst" "$$mode"; \
 	     printf '  - {src: %s, dst: %s, packager: deb, file_info: {mode: 0o%s}}\n' "$$f" "$$dst" "$$mode"; \
+	   done; \
+	   find $(PKG_STAGE)/completions -type f | LC_ALL=C sort | \
+	   while read -r f; do \
+	     name=$${f##*/}; \
+	     case $$f in */bash/*) deb=/usr/share/bash-completion/completions/$$name; rpm=$$deb;; \
+	       */zsh/*) deb=/usr/share/zsh/vendor-completions/$$name; rpm=/usr/share/zsh/site-functions/$$name;; \
+	       *) deb=/usr/share/fish/vendor_completions.d/$$name; rpm=$$deb;; esac; \
+	     printf '  - {src: %s, dst: %s, packager: rpm, file_info: {mode: 0o644}}\n' "$$f" "$$rpm"; \
+	     printf '  - {src: %s, dst: %s, packager: deb, file_info: {mode: 0o644}}\n' "$$f" "$$deb"; \
 	   done; } > $(PKG_BUILD)/nfpm.yaml
 	find $(PKG_STAGE) -type d -exec chmod 0755 {} +
 	find $(PKG_STAGE) -exec touch -h -d @$(SOURCE_DATE_EPOCH) {} +

@@ -24,8 +24,9 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 )
 
-// tools are registered as cmd/<tool>/main.go runs them: cli.Main under a
-// context that SIGINT and SIGTERM cancel.
+// tools are registered as cmd/<tool>/main.go runs them: cli.Exec with the
+// process's arguments and streams under a context that SIGINT and SIGTERM
+// cancel.
 var tools = map[string]cli.RunFunc{
 	"crd-detect":     crddetect.Run,
 	"crd-window":     crdwindow.Run,
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 	for name, run := range tools {
 		cmds[name] = func() {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := cli.Main(ctx, name, run)
+			code := cli.Exec(ctx, name, run, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			stop()
 			os.Exit(code)
 		}
@@ -57,9 +58,13 @@ func Params(dir string) testscript.Params {
 	return testscript.Params{
 		Dir: dir,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode":   cmdExitcode,
-			"etcd-start": CmdEtcdStart,
-			"waitfile":   CmdWaitFile,
+			"exitcode":      cmdExitcode,
+			"etcd-start":    CmdEtcdStart,
+			"waitfile":      CmdWaitFile,
+			"webhook-start": CmdWebhookStart,
+			// monitoring_*.txtar: a real Alertmanager (monitoring_test.go).
+			"alertmanager-start": CmdAlertmanagerStart,
+			// monitoring_alertgate, monitoring_postreboot: Prometheus too (prometheus_test.go).
 			"monitoring": CmdMonitoring,
 		},
 		Setup: func(env *testscript.Env) error {
@@ -71,8 +76,11 @@ func Params(dir string) testscript.Params {
 			return os.WriteFile(def, nil, 0o644)
 		},
 		// [root]: the script runs as root (it chowns files to other users).
-		// [monitoring]: Prometheus and Alertmanager are installed (monitoring_test.go).
+		// [monitoring]: Prometheus and Alertmanager are installed (prometheus_test.go).
 		Condition: func(cond string) (bool, error) {
+			if ok, handled := monitoringCondition(cond); handled {
+				return ok, nil
+			}
 			if cond == "monitoring" {
 				return MonitoringAvailable()
 			}

@@ -168,6 +168,7 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"textfile collector) costs no extra process: the daemon itself stayed at %s MiB.\n\n",
 		num(median(metricsChild.Samples)), num(median(textfile.Samples)))
 
+	writeByHand(&w)
 	w.WriteString("## How each figure is measured\n\n")
 	fmt.Fprintf(&w, "- **Idle processes.** %d clusterrebootd daemons with the default configuration (metrics off, "+
 		"no reboot needed: a file detector whose file does not exist) against a local etcd, %d more with "+

@@ -172,8 +172,9 @@ func (b *bench) run(ctx context.Context, doc string) error {
 
 	// The active figures first, on a machine where nothing of ours runs but
 	// etcd: start-to-exit times and handovers are sensitive to any background
-	// activity (22 idle daemons forking publish children made crd-detect's
-	// start ~35 % slower). The idle processes come after, alone.
+	// activity (idle daemons forking publish children made crd-detect's
+	// start measurably slower: docs/performance.md, "Figures measured by
+	// hand"). The idle processes come after, alone.
 	c, err := b.etcd.Client(nil)
 	if err != nil {
 		return err
@@ -283,7 +284,7 @@ func (b *bench) queueOnly(ctx context.Context) error {
 }
 
 // toolsOnly runs the start-to-exit figures alone (make bench-tools-time), to
-// iterate on the tools' start-up: about 20 s.
+// iterate on the tools' start-up in a fraction of a full run.
 func (b *bench) toolsOnly() error {
 	p := fullPlan()
 	if b.quick {

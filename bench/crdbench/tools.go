@@ -48,7 +48,7 @@ func initTrace(env []string, argv ...string) (all, yaml float64, err error) {
 			return 0, 0, err
 		}
 	}
-	// init gopkg.in/yaml%2ev3 @13 ms, 0.52 ms clock, 25720 bytes, 276 allocs
+	// init PACKAGE @START ms, CLOCK ms clock, BYTES bytes, ALLOCS allocs
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 7 || f[0] != "init" || f[6] != "clock," {

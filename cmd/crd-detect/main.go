@@ -11,9 +11,10 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 )
 
+// main is the only reader of the process's arguments, streams and signals.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, "crd-detect", crddetect.Run)
+	code := cli.Exec(ctx, "crd-detect", crddetect.Run, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

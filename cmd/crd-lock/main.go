@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,16 +12,17 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 )
 
+// main is the only reader of the process's arguments, streams and signals.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// `crd-lock step` runs under the daemon and shares its stderr, the
-	// journal; other commands keep the plain stream (hold hands it to its
-	// command).
-	run := cli.Main
+	// journal (cli.ServiceStderr); other commands keep the plain stream
+	// (hold hands it to its command).
+	var stderr io.Writer = os.Stderr
 	if len(os.Args) > 1 && os.Args[1] == "step" {
-		run = cli.MainService
+		stderr = cli.ServiceStderr(os.Getenv("JOURNAL_STREAM"), os.Stderr)
 	}
-	code := run(ctx, "crd-lock", crdlock.Run)
+	code := cli.Exec(ctx, "crd-lock", crdlock.Run, os.Args[1:], os.Stdin, os.Stdout, stderr)
 	stop()
 	os.Exit(code)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // withAbortHooks gives n an abort hook that appends its environment's
@@ -78,7 +79,7 @@ func TestCycleAbortHooks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			n := newNode(t, embedded.Endpoint, ns, "node-a")
 			abortLog := withAbortHooks(t, n)
 			tc.setup(t, n, c)
@@ -120,7 +121,7 @@ func TestCycleAbortHooks(t *testing.T) {
 // abort hooks, outside the lost lock's context.
 func TestCycleAbortHooksAfterLockLost(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	abortLog := withAbortHooks(t, n)
 	done, _ := cycleInHook(t, n)
@@ -141,7 +142,7 @@ func TestCycleAbortHooksAfterLockLost(t *testing.T) {
 // hooks.
 func TestCycleAbortHooksAfterPause(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	abortLog := withAbortHooks(t, n)
 	done, resume := cycleInHook(t, n)
@@ -163,7 +164,7 @@ func TestCycleAbortHooksAfterPause(t *testing.T) {
 // reboot go on (kured's force-reboot), logged loudly; no abort hook runs.
 func TestCycleHookTimeoutContinue(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	abortLog := withAbortHooks(t, n)
 	n.cfg["pre_reboot_hooks"] = []map[string]any{

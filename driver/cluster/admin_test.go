@@ -21,6 +21,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func publishArgs(state string) []string {
@@ -42,7 +43,7 @@ func decodeView(t *testing.T, o outcome) policy.View {
 
 func TestPublishReusesItsLease(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	ctx := context.Background()
 	recordLease := func() int64 {
@@ -115,7 +116,7 @@ func TestPublishReusesItsLease(t *testing.T) {
 
 func TestViewShowsSlotsAndPause(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	a := newNode(t, embedded.Endpoint, ns, "node-a")
 	ctx := context.Background()
 	grant, err := c.Grant(ctx, 120)
@@ -149,7 +150,7 @@ func TestViewShowsSlotsAndPause(t *testing.T) {
 // key only: its output has no view, whatever the other nodes publish.
 func TestIdlePublishReadsOnlyThePause(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	a := newNode(t, embedded.Endpoint, ns, "node-a")
 	ctx := context.Background()
 	for _, other := range []string{"node-b", "node-c"} {
@@ -209,7 +210,7 @@ func TestIdlePublishReadsOnlyThePause(t *testing.T) {
 // its node is not healthy (docs/cluster-protocol.md, "Versions").
 func TestViewAcrossVersions(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	a := newNode(t, embedded.Endpoint, ns, "node-a")
 	ctx := context.Background()
 	if _, err := c.Put(ctx, "/t/"+ns+"/nodes/node-b", `{"v":2,"node":"node-b","state":"idle","lock":"/t/`+ns+`/lock","labels":{"rack":"r1"},"drain":true}`); err != nil {
@@ -226,7 +227,7 @@ func TestViewAcrossVersions(t *testing.T) {
 
 func TestPauseResumeStatus(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	steps := []struct {
 		args    []string
@@ -294,7 +295,7 @@ func TestStepErrors(t *testing.T) {
 			if tc.stdin != nil {
 				stdin = *tc.stdin
 			}
-			var out, errb syncBuffer
+			var out, errb testsupport.SyncBuffer
 			err := runStep(context.Background(), tc.args, strings.NewReader(stdin), &out, &errb, realWorld())
 			if got := exitcode.CodeOf(err); got != tc.code {
 				t.Fatalf("code = %d (%v), want %d", got, err, tc.code)
@@ -321,7 +322,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	stdinR, stdinW := io.Pipe()
-	var out, errb syncBuffer
+	var out, errb testsupport.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runStep(context.Background(), []string{"serve-metrics", "--listen", addr, "--file", file}, stdinR, &out, &errb, realWorld())
@@ -335,7 +336,7 @@ func TestServeMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 	}
-	eventually(t, 5*time.Second, "the server answers /healthz", func() bool { code, _, _ := get("/healthz"); return code == 200 })
+	testsupport.Eventually(t, 5*time.Second, "the server answers /healthz", func() bool { code, _, _ := get("/healthz"); return code == 200 })
 	if code, _, _ := get("/metrics"); code != http.StatusServiceUnavailable {
 		t.Errorf("/metrics before the file exists = %d, want 503", code)
 	}
@@ -359,7 +360,7 @@ func TestServeMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		var out syncBuffer
+		var out testsupport.SyncBuffer
 		err = runStep(context.Background(), []string{"serve-metrics", "--listen", l.Addr().String(), "--file", file}, strings.NewReader(""), &out, io.Discard, realWorld())
 		if exitcode.CodeOf(err) != exitcode.Config {
 			t.Errorf("serve-metrics on a busy port = %v, want exit 2", err)
@@ -370,7 +371,7 @@ func TestServeMetrics(t *testing.T) {
 		r, w := io.Pipe()
 		defer w.Close()
 		done := make(chan error, 1)
-		var out syncBuffer
+		var out testsupport.SyncBuffer
 		go func() {
 			done <- runStep(ctx, []string{"serve-metrics", "--listen", "127.0.0.1:0", "--file", file}, r, &out, io.Discard, realWorld())
 		}()
@@ -394,7 +395,7 @@ func TestDaemonConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testsupport.SyncBuffer
 	var res CycleResult
 	err = runStep(context.Background(), []string{driver.StepCycle}, strings.NewReader(string(stdin)), &out, io.Discard, realWorld())
 	if derr := driver.DecodeResult([]byte(out.String()), &res); err != nil || derr != nil || res.Outcome != driver.OutcomeRebooting || res.Node != "node-a" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // fakeAlertmanager answers /api/v2/alerts with body.
@@ -76,7 +77,7 @@ func TestStepAlerts(t *testing.T) {
 // alert stops the reboot with reason health, naming the alert.
 func TestCycleAlertUnderLock(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	url := fakeAlertmanager(t, nodeDown)
 	n.cfg["gate"] = map[string]any{"alerts": []map[string]any{{"url": url, "match": []string{`instance=~"{{.Node}}:.*"`}}}}

@@ -3,7 +3,7 @@
 //
 // Synopsis:
 //
-//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] < config.yaml
+//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] [--read-view] [--blocked-since RFC3339 --blocked-reason R] < config.yaml
 //	crd-lock step cycle [--attempt N] < config.yaml
 //	crd-lock step complete < config.yaml
 //	crd-lock step status < config.yaml
@@ -61,6 +61,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -114,6 +115,8 @@ type session struct {
 	ns string
 	// rpc bounds each single etcd request (etcd_dial_timeout_sec).
 	rpc time.Duration
+	// notifier sends this step's notifications (nil until the first).
+	notifier *notifyevents.Notifier
 }
 
 // RunStep runs `crd-lock step NAME [flags]`: args[0] is the step name. The
@@ -129,80 +132,23 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: name a step: %s", strings.Join(driver.Steps(), ", ")))
 	}
 	name, flags := args[0], args[1:]
-	fs := flag.NewFlagSet("crd-lock step "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	logLevel := fs.String("log-level", "info", "log `level` on stderr: debug, info, warn or error")
-	logFormat := fs.String("log-format", "json", "log `format` on stderr: json, or text (key=value) as the parent's own lines")
-	root := fs.String("root", w.root, "file system `root` for the boot id and detector files, as the daemon's --root (tests, containers)")
-
-	var (
-		publishArgs driver.PublishArgs
-		cycleArgs   driver.CycleArgs
-		pauseArgs   driver.PauseArgs
-		overArgs    driver.OverrideArgs
-		compArgs    driver.CompleteArgs
-		metricsArgs driver.ServeMetricsArgs
-		alertsArgs  driver.AlertsArgs
-		res         any
-		hdr         *report.Header
-	)
-	switch name {
-	case driver.StepPublish:
-		publishArgs.Register(fs)
-		r := &driver.PublishResult{}
-		res, hdr = r, &r.Header
-	case driver.StepCycle:
-		cycleArgs.Register(fs)
-		r := &CycleResult{}
-		r.Outcome = driver.OutcomeBlocked
-		res, hdr = r, &r.Header
-	case driver.StepComplete:
-		compArgs.Register(fs)
-		r := &driver.CompleteResult{}
-		res, hdr = r, &r.Header
-	case driver.StepStatus:
-		r := &driver.StatusResult{View: emptyView(), Lock: driver.LockStatus{Holders: []driver.LockEntry{}, Waiters: []driver.LockEntry{}}}
-		res, hdr = r, &r.Header
-	case driver.StepPause, driver.StepResume:
-		if name == driver.StepPause {
-			pauseArgs.Register(fs)
-		}
-		r := &driver.PauseResult{}
-		res, hdr = r, &r.Header
-	case driver.StepHold, driver.StepReleaseHold, driver.StepRequest:
-		overArgs.Register(fs, name != driver.StepReleaseHold)
-		r := &driver.OverrideResult{}
-		res, hdr = r, &r.Header
-	case driver.StepServeMetrics:
-		metricsArgs.Register(fs)
-		r := &MetricsResult{}
-		res, hdr = r, &r.Header
-	case driver.StepAlerts:
-		alertsArgs.Register(fs)
-		r := &driver.AlertsResult{}
-		res, hdr = r, &r.Header
-	default:
+	c := newStepCall(name, stderr, w)
+	if c == nil {
 		h := &report.Header{Tool: Tool}
 		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: unknown step %q: use one of %s", name, strings.Join(driver.Steps(), ", ")))
 	}
-	hdr.Tool = Tool
-	if err := fs.Parse(flags); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return emit(stdout, res, hdr, err)
-		}
-		return emit(stdout, res, hdr, exitcode.Errorf(exitcode.Config, "%s: %v (see %s --help)", fs.Name(), err, fs.Name()))
+	res, hdr := c.res, c.hdr
+	if err := c.parse(flags); err != nil {
+		return emit(stdout, res, hdr, err)
 	}
-	if fs.NArg() > 0 {
-		return emit(stdout, res, hdr, exitcode.Errorf(exitcode.Config, "%s: unexpected argument %q", fs.Name(), fs.Arg(0)))
-	}
-	w.root = *root
-	log, err := logging.New(stderr, Tool, *logLevel, *logFormat)
+	w.root = *c.root
+	log, err := logging.New(stderr, Tool, *c.logLevel, *c.logFormat)
 	if err != nil {
 		return emit(stdout, res, hdr, err)
 	}
 	log = log.With("step", name)
 	if name == driver.StepServeMetrics {
-		return emit(stdout, res, hdr, serveMetrics(ctx, metricsArgs, stdin, res.(*MetricsResult), log))
+		return emit(stdout, res, hdr, serveMetrics(ctx, c.metricsArgs, stdin, res.(*MetricsResult), log))
 	}
 
 	cfg, err := readConfig(stdin)
@@ -212,46 +158,15 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	log = log.With("node", cfg.NodeName)
 	if name == driver.StepAlerts {
-		return emit(stdout, res, hdr, alerts(ctx, cfg, alertsArgs, res.(*driver.AlertsResult), log))
+		return emit(stdout, res, hdr, alerts(ctx, cfg, c.alertsArgs, res.(*driver.AlertsResult), log))
 	}
-	s := &session{cfg: cfg, log: log, w: w, ns: cfg.Namespace(), rpc: time.Duration(cfg.EtcdDialTimeoutSec) * time.Second}
-	if s.rpc <= 0 {
-		s.rpc = 5 * time.Second
-	}
-	s.client, err = etcd.Connect(ctx, cfg, "stdin")
+	s, err := connect(ctx, cfg, log, w)
 	if err != nil {
-		log.Warn("etcd unreachable", "event", "etcd_unavailable", "error", err.Error())
 		return emit(stdout, res, hdr, err)
 	}
 	defer s.client.Close()
-
-	switch name {
-	case driver.StepPublish:
-		err = s.publish(ctx, publishArgs, res.(*driver.PublishResult))
-	case driver.StepCycle:
-		err = s.cycle(ctx, cycleArgs, res.(*CycleResult))
-	case driver.StepComplete:
-		if compArgs.Keep {
-			err = s.keepSlot(ctx, res.(*driver.CompleteResult))
-		} else {
-			err = s.complete(ctx, res.(*driver.CompleteResult))
-			if err == nil {
-				s.consumeRequestAfterBoot(ctx)
-			}
-		}
-	case driver.StepStatus:
-		err = s.status(ctx, res.(*driver.StatusResult))
-	case driver.StepPause:
-		err = s.pause(ctx, pauseArgs, res.(*driver.PauseResult))
-	case driver.StepResume:
-		err = s.resume(ctx, res.(*driver.PauseResult))
-	case driver.StepHold:
-		err = s.hold(ctx, overArgs, res.(*driver.OverrideResult))
-	case driver.StepReleaseHold:
-		err = s.releaseHold(ctx, overArgs, res.(*driver.OverrideResult))
-	case driver.StepRequest:
-		err = s.request(ctx, overArgs, res.(*driver.OverrideResult))
-	}
+	err = s.run(ctx, c)
+	s.notifyAfter(ctx, c.name, c.publishArgs, c.res, err)
 	return emit(stdout, res, hdr, err)
 }
 

@@ -81,6 +81,8 @@ type cycleRun struct {
 	slot      *slot.Held
 	// slotExpired: the slot's lease ran out under the lock.
 	slotExpired bool
+	// slotTaken: the slot was taken (reboot_starting was sent).
+	slotTaken bool
 	// warnedMax: the max_holders disagreement was logged once.
 	warnedMax bool
 	// noWait answers instead of waiting for other nodes' slots (simulate).
@@ -169,6 +171,7 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 		fleet: slot.FromConfig(s.client, s.cfg, bootID, machineID), at: driver.StopPoint{Running: driver.RunningNothing}}
 	c.fleet.RPCTimeout, c.fleet.Now = s.rpc, s.w.now
 	err = c.run()
+	c.notifyFailed(err)
 	if ctx.Err() != nil && res.Outcome == driver.OutcomeBlocked {
 		at := c.at
 		res.Stopped = &at

@@ -17,6 +17,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // assertFree fails unless nobody holds or waits for n's lock.
@@ -79,7 +80,7 @@ func cycleInHook(t *testing.T, n *node) (done <-chan outcome, resume func()) {
 
 func TestCycleRealRebootThenComplete(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.boot = "boot-1"
 	hookLog := filepath.Join(n.dir, "hook-log")
@@ -139,7 +140,7 @@ func TestCycleRealRebootThenComplete(t *testing.T) {
 
 func TestCycleDryRun(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.cfg["dry_run"] = true
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"cmd": []string{"/bin/false"}}}
@@ -195,7 +196,7 @@ func TestCycleBlockedUnderLock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			n := newNode(t, embedded.Endpoint, ns, "node-a")
 			tc.setup(t, n, c)
 			o := n.run("cycle")
@@ -238,26 +239,19 @@ func freeAndExpectRebooting(t *testing.T, c *clientv3.Client, slot clientv3.Leas
 	if _, err := c.Revoke(context.Background(), slot); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle after the slot was freed = %d %s\n%s", o.code, o.stdout, o.stderr)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("cycle did not proceed within 5 s of node-b's slot being freed")
-	}
+	expectRebooting(t, done, 5*time.Second, "the cycle after node-b's slot was freed")
 }
 
 func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	ctx := context.Background()
 	slot := nodeBRebooting(t, c, ns)
-	var stderr syncBuffer
+	var stderr testsupport.SyncBuffer
 	done := make(chan outcome, 1)
 	go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
-	eventually(t, 10*time.Second, "the cycle waits for node-b's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
+	testsupport.Eventually(t, 10*time.Second, "the cycle waits for node-b's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
 	select {
 	case o := <-done:
 		t.Fatalf("cycle ended while node-b's slot exists: %s", o.stdout)
@@ -278,12 +272,12 @@ func TestCycleWaitsForAnotherNodesSlot(t *testing.T) {
 // still goes on at once when the slot is freed.
 func TestCycleRechecksWhileWaitingForASlot(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	ctx := context.Background()
 	slot := nodeBRebooting(t, c, ns)
 	var watches atomic.Int32
-	var stderr syncBuffer
+	var stderr testsupport.SyncBuffer
 	done := make(chan outcome, 1)
 	go func() {
 		done <- n.step(ctx, []string{"cycle"}, func(w *world) {
@@ -291,7 +285,7 @@ func TestCycleRechecksWhileWaitingForASlot(t *testing.T) {
 			w.beforeWatch = func() { watches.Add(1) }
 		}, &stderr)
 	}()
-	eventually(t, 10*time.Second, "the cycle re-reads the line several times", func() bool { return watches.Load() >= 5 })
+	testsupport.Eventually(t, 10*time.Second, "the cycle re-reads the line several times", func() bool { return watches.Load() >= 5 })
 	if got := strings.Count(stderr.String(), `"event":"slot_waiting"`); got != 1 {
 		t.Errorf("slot_waiting logged %d times while nothing changed, want once:\n%s", got, stderr.String())
 	}
@@ -308,7 +302,7 @@ func TestCycleNoWait(t *testing.T) {
 	ctx := context.Background()
 	t.Run("another node's slot", func(t *testing.T) {
 		ns := nsName(t)
-		c := newClient(t, embedded.Endpoint)
+		c := testsupport.NewClient(t, embedded.Endpoint)
 		n := newNode(t, embedded.Endpoint, ns, "node-a")
 		n.cfg["dry_run"] = true
 		grant, err := c.Grant(ctx, 60)
@@ -327,7 +321,7 @@ func TestCycleNoWait(t *testing.T) {
 	})
 	t.Run("the lock held by another", func(t *testing.T) {
 		ns := nsName(t)
-		c := newClient(t, embedded.Endpoint)
+		c := testsupport.NewClient(t, embedded.Endpoint)
 		n := newNode(t, embedded.Endpoint, ns, "node-a")
 		n.cfg["dry_run"] = true
 		held, err := lock.Acquire(ctx, c, lock.Options{Key: n.cfg["lock_key"].(string), TTL: 60 * time.Second, Node: "node-b"})
@@ -344,7 +338,7 @@ func TestCycleNoWait(t *testing.T) {
 
 func TestCycleSeatLostBeforeSlot(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	key := n.cfg["lock_key"].(string)
 	o := n.step(context.Background(), []string{"cycle"}, func(w *world) {
@@ -368,14 +362,14 @@ func TestCycleSeatLostBeforeSlot(t *testing.T) {
 
 func TestCycleLockLostDuringHealthCheck(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	started := filepath.Join(n.dir, "health-started")
 	script(t, n.health, "touch "+started+"; sleep 2; exit 0")
 	key := n.cfg["lock_key"].(string)
 	done := make(chan outcome, 1)
 	go func() { done <- n.run("cycle") }()
-	eventually(t, 10*time.Second, "the health script starts", func() bool { _, err := os.Stat(started); return err == nil })
+	testsupport.Eventually(t, 10*time.Second, "the health script starts", func() bool { _, err := os.Stat(started); return err == nil })
 	if _, err := lock.Evict(context.Background(), c, key, "node-a"); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +387,7 @@ func TestCycleLockLostDuringHealthCheck(t *testing.T) {
 
 func TestCycleInterruptedWhileWaitingForLock(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	a := newNode(t, embedded.Endpoint, ns, "node-a")
 	key := a.cfg["lock_key"].(string)
 	o := lock.Options{Key: key, TTL: 5 * time.Second, Node: "node-x", RPCTimeout: 2 * time.Second}
@@ -403,10 +397,10 @@ func TestCycleInterruptedWhileWaitingForLock(t *testing.T) {
 	}
 	defer held.Release(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr testsupport.SyncBuffer
 	done := make(chan outcome, 1)
 	go func() { done <- a.step(ctx, []string{"cycle"}, nil, &stderr) }()
-	eventually(t, 10*time.Second, "node-a queues for the lock", func() bool { return strings.Contains(stderr.String(), "lock_waiting") })
+	testsupport.Eventually(t, 10*time.Second, "node-a queues for the lock", func() bool { return strings.Contains(stderr.String(), "lock_waiting") })
 	cancel() // what SIGTERM does through signal.NotifyContext
 	res := <-done
 	if res.code != exitcode.Interrupted || res.str("reason") != driver.ReasonInterrupted {
@@ -432,17 +426,17 @@ func TestCycleStoppedWhileWaitingForSlot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			n := newNode(t, embedded.Endpoint, ns, "node-a")
 			if _, err := c.Put(context.Background(), "/t/"+ns+"/rebooting/node-b", `{"node":"node-b"}`); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var stderr syncBuffer
+			var stderr testsupport.SyncBuffer
 			done := make(chan outcome, 1)
 			go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
-			eventually(t, 10*time.Second, "the cycle waits for node-b's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
+			testsupport.Eventually(t, 10*time.Second, "the cycle waits for node-b's slot", func() bool { return strings.Contains(stderr.String(), "slot_waiting") })
 			if tc.code == exitcode.Interrupted {
 				cancel()
 			} else if _, err := lock.Evict(context.Background(), c, n.cfg["lock_key"].(string), "node-a"); err != nil {
@@ -473,7 +467,7 @@ func TestCycleStoppedWhileWaitingForSlot(t *testing.T) {
 // still while the test revokes the slot's lease, as its expiry would.
 func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	done, resume := cycleInHook(t, n)
 	_, lease := slotOf(t, c, ns, "node-a")
@@ -504,7 +498,7 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 // every hook and before the reboot command.
 func TestCyclePausedDuringHooks(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	done, resume := cycleInHook(t, n)
 	if _, err := c.Put(context.Background(), "/t/"+ns+"/disable", `{"reason":"incident INC-7","by":"op","since":"2026-11-30T13:00:00Z"}`); err != nil {
@@ -522,7 +516,7 @@ func TestCyclePausedDuringHooks(t *testing.T) {
 // slot and the hooks: a retry must not drain the node again and again.
 func TestCycleStateDirUnusableBeforeHooks(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	hookLog := filepath.Join(n.dir, "hook-log")
 	script(t, filepath.Join(n.dir, "hook.sh"), `echo ran >> `+hookLog)
@@ -544,7 +538,7 @@ func TestCycleStateDirUnusableBeforeHooks(t *testing.T) {
 // the hooks took: from then on it is what keeps the node counted.
 func TestCycleSlotRenewedBeforeReboot(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "slow", "cmd": []string{"/bin/sleep", "3"}, "timeout_sec": 30}}
 	n.cfg["reboot_slot_ttl_sec"] = 60
@@ -569,7 +563,7 @@ func TestCycleSlotRenewedBeforeReboot(t *testing.T) {
 // (it expired while the node was down) there is nothing to keep.
 func TestCompleteKeepRenewsTheSlot(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.cfg["reboot_slot_ttl_sec"] = 60
 	if o := n.run("cycle"); o.code != exitcode.OK {

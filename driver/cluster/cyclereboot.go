@@ -147,6 +147,7 @@ func (c *cycleRun) dryRun() error {
 	}
 	c.res.Outcome = driver.OutcomeDryRun
 	c.res.Detail = fmt.Sprintf("dry run: would take slot %s, run %d pre-reboot hook(s) and %s", c.slotKey(), len(c.cfg.PreRebootHooks), strings.Join(c.cfg.RebootCommand, " "))
+	c.res.Detail += c.silencePlan()
 	c.log.Info("dry run: every check passed; nothing was changed", "event", "dry_run", "slot_key", c.slotKey())
 	return nil
 }

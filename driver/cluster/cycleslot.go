@@ -133,7 +133,8 @@ func (c *cycleRun) takeSlot() error {
 	c.res.SlotKey = held.Key
 	c.log.Info("reboot slot taken", "event", "slot_taken", "slot_key", held.Key, "slot_ttl_sec", c.cfg.RebootSlotTTLSec,
 		"slot_lease_id", claim.Lease)
-	return nil
+	c.notifyStarting()
+	return c.silenceSlot()
 }
 
 // renewSlot gives the slot its whole TTL again just before the reboot
@@ -155,6 +156,7 @@ func (c *cycleRun) renewSlot() error {
 	if err != nil {
 		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "renewing the reboot slot "+c.slot.Key, err))
 	}
+	c.extendSilence()
 	return nil
 }
 
@@ -180,6 +182,7 @@ func (c *cycleRun) freeSlot() {
 	if err := slot.RemoveClaim(c.cfg.StateDir); err != nil {
 		c.log.Warn("cannot remove the reboot slot claim", "event", "slot_claim_error", "error", err.Error())
 	}
+	c.expireSilences()
 	c.slotLease = 0
 	c.slot = nil
 	c.res.SlotKey = ""

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,11 +12,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
 
+	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // embedded is the etcd server the tests share; each test works under its
@@ -87,7 +87,7 @@ var cleaned sync.Map
 func nsName(t testing.TB) string {
 	ns := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
 	if _, done := cleaned.LoadOrStore(t, true); !done {
-		c := newClient(t, embedded.Endpoint)
+		c := testsupport.NewClient(t, embedded.Endpoint)
 		if _, err := c.Delete(context.Background(), "/t/"+ns+"/", clientv3.WithPrefix()); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func (o outcome) str(key string) string {
 
 // step runs a step for n with the real world (plus edits).
 // Its stderr goes to errb when given (to watch it while the step runs).
-func (n *node) step(ctx context.Context, args []string, edit func(*world), errb *syncBuffer) outcome {
+func (n *node) step(ctx context.Context, args []string, edit func(*world), errb *testsupport.SyncBuffer) outcome {
 	w := realWorld()
 	if n.boot != "" {
 		boot := n.boot
@@ -134,9 +134,9 @@ func (n *node) step(ctx context.Context, args []string, edit func(*world), errb 
 		edit(&w)
 	}
 	if errb == nil {
-		errb = &syncBuffer{}
+		errb = &testsupport.SyncBuffer{}
 	}
-	var out syncBuffer
+	var out testsupport.SyncBuffer
 	err := runStep(ctx, args, strings.NewReader(n.yaml()), &out, errb, w)
 	o := outcome{code: exitcode.CodeOf(err), err: err, stdout: out.String(), stderr: errb.String()}
 	if strings.Count(o.stdout, "\n") != 1 {
@@ -178,42 +178,16 @@ func script(t testing.TB, path, body string) {
 	}
 }
 
-func newClient(t testing.TB, endpoint string) *clientv3.Client {
+// expectRebooting waits up to limit for the cycle run that answers on done
+// (what) and fails the test unless it went on to reboot.
+func expectRebooting(t testing.TB, done <-chan outcome, limit time.Duration, what string) {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// eventually polls cond every 20 ms for up to limit.
-func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", limit, what)
+	select {
+	case o := <-done:
+		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+			t.Fatalf("%s = %d %s\n%s", what, o.code, o.stdout, o.stderr)
 		}
-		time.Sleep(20 * time.Millisecond)
+	case <-time.After(limit):
+		t.Fatalf("%s did not go on to reboot within %s", what, limit)
 	}
 }

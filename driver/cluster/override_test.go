@@ -10,6 +10,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // keyExists reports whether key is set.
@@ -27,7 +28,7 @@ func keyExists(t *testing.T, c *clientv3.Client, key string) bool {
 // second hold keeps the first one's.
 func TestHoldAndReleaseHold(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	a := newNode(t, embedded.Endpoint, ns, "node-a")
 	b := newNode(t, embedded.Endpoint, ns, "node-b")
 	b.cfg["max_holders"] = 2
@@ -72,7 +73,7 @@ func TestHoldAndReleaseHold(t *testing.T) {
 // reboot command.
 func TestHoldDuringHooks(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	done, resume := cycleInHook(t, n)
 	if o := n.run("hold", "--node", "node-a", "--reason", "wait"); o.code != exitcode.OK {
@@ -91,7 +92,7 @@ func TestHoldDuringHooks(t *testing.T) {
 // for another node changes nothing here.
 func TestRequestRebootsAndIsConsumed(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.boot = "boot-1"
 	os.Remove(n.needed)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The protocol's assumptions (docs/cluster-protocol.md, "Why never more than
@@ -41,7 +42,7 @@ func TestTwoMachinesWithOneName(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			a := machine(t, ns, "web", "a")
 			b := machine(t, ns, "web", "b")
 			if tc.machineB == "" {
@@ -101,7 +102,7 @@ func TestPublishRefusesAnotherMachinesRecord(t *testing.T) {
 
 func TestTwoLocksInOneNamespace(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	a := machine(t, ns, "node-a", "a")
 	b := machine(t, ns, "node-b", "b")
 	b.cfg["lock_key"] = "/t/" + ns + "/lock2" // same directory, so same default namespace
@@ -142,7 +143,7 @@ func TestSlotWithoutLockOrGroupCountsEverywhere(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			n := machine(t, ns, "node-a", "a")
 			n.cfg["group"] = "rack1"
 			value := strings.ReplaceAll(tc.value, "LOCK", "/t/"+ns+"/lock")
@@ -170,7 +171,7 @@ func TestSlotWithoutLockOrGroupCountsEverywhere(t *testing.T) {
 // to take its slot sees the first's and the policy stops it.
 func TestPolicyHoldsUnderMaxHoldersTwo(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	var nodes []*node
 	for _, name := range []string{"a", "b", "c"} {
 		n := machine(t, ns, "node-"+name, name)
@@ -222,7 +223,7 @@ func TestPolicyHoldsUnderMaxHoldersTwo(t *testing.T) {
 // Nodes that disagree on max_holders: the smallest in the line counts.
 func TestSmallestMaxHoldersCounts(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	a := machine(t, ns, "node-a", "a")
 	a.cfg["max_holders"] = 1
 	if o := a.run("cycle"); o.code != exitcode.OK {
@@ -230,7 +231,7 @@ func TestSmallestMaxHoldersCounts(t *testing.T) {
 	}
 	b := machine(t, ns, "node-b", "b")
 	b.cfg["max_holders"] = 3
-	var stderr syncBuffer
+	var stderr testsupport.SyncBuffer
 	o := b.step(context.Background(), []string{"cycle", "--no-wait"}, nil, &stderr)
 	if o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonRebootInProgress {
 		t.Fatalf("b (max_holders 3) while a (max_holders 1) is down: cycle = %d %s, want 3 reboot_in_progress", o.code, o.stdout)
@@ -247,7 +248,7 @@ func TestSmallestMaxHoldersCounts(t *testing.T) {
 // shutdown it started) keeps the slot: the node may be going down.
 func TestFailedRebootCommandKeepsTheSlot(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := machine(t, ns, "node-a", "a")
 	script(t, n.dir+"/reboot.sh", `echo "$1" >> `+n.calls+`; kill -KILL $$`)
 	o := n.run("cycle")

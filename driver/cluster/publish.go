@@ -267,6 +267,7 @@ func (s *session) keepSlot(ctx context.Context, res *driver.CompleteResult) erro
 		return s.etcdErr(ctx, "renewing the reboot slot "+cl.Key, err)
 	}
 	res.Kept = true
+	s.keepSilences(ctx, cl.LeaseID(), res)
 	s.log.Info("reboot slot kept while the post-reboot checks run or fail", "event", "slot_kept", "key", cl.Key, "ttl_sec", ttl)
 	return nil
 }

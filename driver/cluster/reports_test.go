@@ -15,6 +15,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The tests of this file check that what a cycle reports is what happened.
@@ -24,7 +25,7 @@ import (
 // queues again: etcd did not fail, so no lock_retry / reason=etcd line.
 func TestCycleRequeuedWhenWaiterLeaseLost(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	key := n.cfg["lock_key"].(string)
 	ctx := context.Background()
@@ -32,10 +33,10 @@ func TestCycleRequeuedWhenWaiterLeaseLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testsupport.SyncBuffer
 	done := make(chan outcome, 1)
 	go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
-	eventually(t, 10*time.Second, "node-a queues for the lock", func() bool { return strings.Contains(stderr.String(), `"event":"lock_waiting"`) })
+	testsupport.Eventually(t, 10*time.Second, "node-a queues for the lock", func() bool { return strings.Contains(stderr.String(), `"event":"lock_waiting"`) })
 	info, err := lock.Status(ctx, c, key)
 	if err != nil || len(info.Waiters) != 1 {
 		t.Fatalf("status %+v, %v; want node-a waiting", info, err)
@@ -47,7 +48,7 @@ func TestCycleRequeuedWhenWaiterLeaseLost(t *testing.T) {
 	if _, err := c.Revoke(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "node-a queues again", func() bool { return strings.Count(stderr.String(), `"event":"lock_waiting"`) == 2 })
+	testsupport.Eventually(t, 10*time.Second, "node-a queues again", func() bool { return strings.Count(stderr.String(), `"event":"lock_waiting"`) == 2 })
 	logs := stderr.String()
 	if !strings.Contains(logs, `"msg":"our place in line for the lock expired (lease gone or entry deleted); queuing again"`) ||
 		!strings.Contains(logs, `"event":"lock_requeued"`) {
@@ -59,14 +60,7 @@ func TestCycleRequeuedWhenWaiterLeaseLost(t *testing.T) {
 	if err := other.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
-			t.Fatalf("cycle = %d %s\n%s", o.code, o.stdout, o.stderr)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the requeued cycle did not get the free lock")
-	}
+	expectRebooting(t, done, 10*time.Second, "the requeued cycle, once the lock was free")
 }
 
 // SIGTERM (what the daemon sends when a local condition turns false) under
@@ -100,15 +94,15 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			n := newNode(t, embedded.Endpoint, ns, "node-a")
 			started := tc.setup(t, n, c, ns)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var stderr syncBuffer
+			var stderr testsupport.SyncBuffer
 			done := make(chan outcome, 1)
 			go func() { done <- n.step(ctx, []string{"cycle"}, nil, &stderr) }()
-			eventually(t, 10*time.Second, "the cycle gets to the point", func() bool {
+			testsupport.Eventually(t, 10*time.Second, "the cycle gets to the point", func() bool {
 				if started == "" {
 					return strings.Contains(stderr.String(), "slot_waiting")
 				}
@@ -146,15 +140,15 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 // not that it "cannot be freed".
 func TestCycleFreeingAnExpiredSlotSaysSo(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	ready, cont := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
 	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+cont+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; echo drain refused >&2; exit 1`)
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
-	var stderr syncBuffer
+	var stderr testsupport.SyncBuffer
 	done := make(chan outcome, 1)
 	go func() { done <- n.step(context.Background(), []string{"cycle"}, nil, &stderr) }()
-	eventually(t, 10*time.Second, "the hook runs", func() bool { _, err := os.Stat(ready); return err == nil })
+	testsupport.Eventually(t, 10*time.Second, "the hook runs", func() bool { _, err := os.Stat(ready); return err == nil })
 	_, lease := slotOf(t, c, ns, "node-a")
 	if lease == 0 {
 		t.Fatal("no slot while the hook runs")
@@ -180,7 +174,7 @@ func TestCycleFreeingAnExpiredSlotSaysSo(t *testing.T) {
 // reboot_slot_ttl_sec): complete says the slot had already expired.
 func TestCompleteAfterTheSlotExpiredSaysSo(t *testing.T) {
 	ns := nsName(t)
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.boot = "boot-1"
 	if o := n.run("cycle"); o.code != exitcode.OK {

@@ -29,18 +29,7 @@ func TestGoDefaults(t *testing.T) {
 			regexp.MustCompile(`GOEXPERIMENT\s*[:?+]?=`)},
 	}
 	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			// Build outputs and the pinned tool modules are not the product.
-			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "build" || rel == "dist" || rel == "tools" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkProduct(root, func(path, rel string) error {
 		for _, r := range rules {
 			if !r.applies(rel) {
 				continue
@@ -67,74 +56,83 @@ func TestGoDefaults(t *testing.T) {
 
 func isGo(path string) bool { return strings.HasSuffix(path, ".go") }
 
+// walkProduct calls fn for every file of the tree at root (path, and rel
+// to root) but build outputs, hidden directories and the pinned tool
+// modules, which are not the product.
+func walkProduct(root string, fn func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "build" || rel == "dist" || rel == "tools" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(path, rel)
+	})
+}
+
 // Layers point down (CONVENTIONS.md): cmd → the programs (cmd/tool, the
 // daemon in driver/) → lib. No package under lib/ imports driver/ or cmd/.
 func TestLibImportsNoProgram(t *testing.T) {
-	root := "../.."
 	const module = "github.com/clusterrebootd/clusterrebootd/"
+	checked := productImports(t, "../..", "lib", func(rel, p string) {
+		if strings.HasPrefix(p, module+"driver") || strings.HasPrefix(p, module+"cmd/") {
+			t.Errorf("%s imports %s: a library must not import a program (move the code down, or the caller up)", rel, p)
+		}
+	})
+	if checked < 50 {
+		t.Fatalf("only %d files under lib/ checked", checked)
+	}
+}
+
+// productImports calls fn with each import path of each Go file under
+// root/under that is built into the product (not a _test.go file; rel is
+// the file's path from root), and returns how many files it read.
+func productImports(t *testing.T, root, under string, fn func(rel, imp string)) int {
+	t.Helper()
 	fset := token.NewFileSet()
 	checked := 0
-	err := filepath.WalkDir(filepath.Join(root, "lib"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
+	err := walkProduct(filepath.Join(root, under), func(path, _ string) error {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
 		}
 		checked++
+		rel, _ := filepath.Rel(root, path)
 		for _, imp := range f.Imports {
-			p := strings.Trim(imp.Path.Value, `"`)
-			if strings.HasPrefix(p, module+"driver") || strings.HasPrefix(p, module+"cmd/") {
-				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s imports %s: a library must not import a program (move the code down, or the caller up)", rel, p)
-			}
+			fn(rel, strings.Trim(imp.Path.Value, `"`))
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if checked < 50 {
-		t.Fatalf("only %d files under lib/ checked", checked)
-	}
+	return checked
 }
 
-// testOnly are packages that start servers or fake the world for tests; no
-// program or library may link them, only _test.go files.
-var testOnly = []string{"lib/monitortest"}
+// testOnly are the test-support packages: lib/testsupport links testing
+// and the etcd client, lib/monitortest starts Prometheus and Alertmanager.
+// No file built into the product (anything but a _test.go file) imports
+// them, except their own.
+var testOnly = []string{"lib/testsupport", "lib/monitortest"}
 
 func TestTestOnlyPackagesStayInTests(t *testing.T) {
-	root := "../.."
 	const module = "github.com/clusterrebootd/clusterrebootd/"
-	fset := token.NewFileSet()
-	checked := 0
-	for _, top := range []string{"cmd", "driver", "lib"} {
-		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
+	checked := productImports(t, "../..", ".", func(rel, p string) {
+		for _, only := range testOnly {
+			if p == module+only && !strings.HasPrefix(rel, only+"/") {
+				t.Errorf("%s imports %s, a test-support package: only _test.go files may", rel, p)
 			}
-			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			checked++
-			rel, _ := filepath.Rel(root, path)
-			for _, imp := range f.Imports {
-				p := strings.Trim(imp.Path.Value, `"`)
-				for _, only := range testOnly {
-					if p == module+only && !strings.HasPrefix(rel, only+"/") {
-						t.Errorf("%s imports %s, a test-only package: import it from _test.go files only", rel, p)
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-	}
+	})
 	if checked < 100 {
-		t.Fatalf("only %d files checked", checked)
+		t.Fatalf("checked only %d files: is the test run from lib/buildtest?", checked)
 	}
 }

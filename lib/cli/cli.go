@@ -49,6 +49,9 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Node, "node", "", "node `name` (overrides node_name; default the hostname)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format` on stderr: text (key=value) or json")
+	Choices(fs, "format", string(report.JSON), string(report.Text))
+	Choices(fs, "log-level", "debug", "info", "warn", "error")
+	Choices(fs, "log-format", "text", "json")
 }
 
 // Parse parses args (and CRD_* environment variables) into fs. A usage error
@@ -91,7 +94,7 @@ func ParseSynopsis(fs *flag.FlagSet, args []string, synopsis string) error {
 	}
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "error parsing commandline arguments: ")
-		return exitcode.Errorf(exitcode.Config, "%s: %s%s (see %s --help)", fs.Name(), msg, valueHint(fs, msg), fs.Name())
+		return exitcode.Errorf(exitcode.Config, "%s: %s%s (see %s --help)", fs.Name(), longSpelling(msg), valueHint(fs, msg), fs.Name())
 	}
 	return nil
 }
@@ -151,6 +154,24 @@ func (v nonEmpty) Set(s string) error {
 type nonEmptyBool struct{ nonEmpty }
 
 func (v nonEmptyBool) IsBoolFlag() bool { return true }
+
+// longSpelling puts the flag a message of the flag package names in the
+// --long spelling of the help and the man pages: "flag provided but not
+// defined: -bogus" is "unknown flag --bogus".
+func longSpelling(msg string) string {
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + strings.TrimPrefix(name, "-")
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag --" + strings.TrimPrefix(name, "-") + " needs a value"
+	}
+	for _, pre := range []string{"for flag -", "for -"} {
+		if before, after, ok := strings.Cut(msg, pre); ok && !strings.HasPrefix(after, "-") {
+			return before + strings.TrimSuffix(pre, "-") + "--" + after
+		}
+	}
+	return msg
+}
 
 // valueHint says what a flag's value should look like when the flag
 // package's "parse error" does not: "invalid value "30" for flag -timeout:
@@ -374,10 +395,11 @@ func Quiet(err error) error {
 }
 
 // Settler is a tool's result: its header settles from the run's error.
-type Settler interface{ Settle(error) }
+type Settler = report.Settler
 
 // Emit prints a tool's one result object in the --format asked for (JSON
-// when --format itself is bad, which then is the error) and returns err.
+// when --format itself is bad, which then is the error) and returns err
+// (report.Finish).
 func Emit(stdout io.Writer, c *Common, res Settler, err error) error {
 	format, ferr := c.Output(stdout)
 	if ferr != nil {
@@ -386,9 +408,5 @@ func Emit(stdout io.Writer, c *Common, res Settler, err error) error {
 			err = ferr
 		}
 	}
-	res.Settle(err)
-	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
-		err = werr
-	}
-	return err
+	return report.Finish(stdout, format, res, err)
 }

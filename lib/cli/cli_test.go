@@ -40,8 +40,10 @@ func TestParse(t *testing.T) {
 		errHas   string
 	}{
 		{"ok", []string{"--count", "3"}, nil, 0, "", true, ""},
-		{"unknown flag is one line, no usage dump", []string{"--bogus"}, nil, 2, "", true, "crd-test: flag provided but not defined: -bogus (see crd-test --help)"},
-		{"bad value", []string{"--count", "x"}, nil, 2, "", true, "invalid value \"x\" for flag -count"},
+		{"unknown flag is one line, no usage dump", []string{"--bogus"}, nil, 2, "", true, "crd-test: unknown flag --bogus (see crd-test --help)"},
+		{"unknown single-dash flag, --long spelling", []string{"-bogus"}, nil, 2, "", true, "crd-test: unknown flag --bogus (see crd-test --help)"},
+		{"flag without its value", []string{"--count"}, nil, 2, "", true, "crd-test: flag --count needs a value (see crd-test --help)"},
+		{"bad value", []string{"--count", "x"}, nil, 2, "", true, "invalid value \"x\" for flag --count"},
 		{"help prints usage, exit 0", []string{"--help"}, nil, 0, "CRD_<FLAG>", false, ""},
 		{"env sets a flag", nil, map[string]string{"CRD_COUNT": "7"}, 0, "", true, ""},
 		{"bad env value", nil, map[string]string{"CRD_COUNT": "seven"}, 2, "", true, "CRD_COUNT"},
@@ -161,7 +163,7 @@ func TestParseErrorHints(t *testing.T) {
 		env  string
 		want string
 	}{
-		{[]string{"--timeout", "30"}, "", `invalid value "30" for flag -timeout: parse error; a duration needs its unit, such as 30s`},
+		{[]string{"--timeout", "30"}, "", `invalid value "30" for flag --timeout: parse error; a duration needs its unit, such as 30s`},
 		{[]string{"--count", "x"}, "", "; use a whole number"},
 		{[]string{"--dry-run=maybe"}, "", "; use true or false"},
 		{nil, "CRD_TIMEOUT=30", `from environment variable "CRD_TIMEOUT": parse error; a duration needs its unit`},
@@ -349,34 +351,36 @@ func TestUsageLayout(t *testing.T) {
 	}
 }
 
-func TestSharedFirst(t *testing.T) {
+// SplitShared takes the shared flags off the front (cli.Dispatch moves
+// them behind a subcommand's name); shared is how many arguments it took.
+func TestSplitShared(t *testing.T) {
 	tests := []struct {
-		name string
-		args []string
-		want []string
+		name   string
+		args   []string
+		shared int
 	}{
-		{"nothing", []string{}, []string{}},
-		{"no flags", []string{"status", "--format", "json"}, []string{"status", "--format", "json"}},
-		{"separate value", []string{"--config", "C", "status"}, []string{"status", "--config", "C"}},
-		{"equals value", []string{"--format=json", "status", "x"}, []string{"status", "--format=json", "x"}},
-		{"one dash", []string{"-config", "C", "-node=n", "status"}, []string{"status", "-config", "C", "-node=n"}},
-		{"value looks like a subcommand", []string{"--config", "status", "release"}, []string{"release", "--config", "status"}},
-		{"every shared flag", []string{"--config", "C", "--format", "json", "--node", "n", "--log-level", "debug", "--log-format", "json", "hold", "--", "true"},
-			[]string{"hold", "--config", "C", "--format", "json", "--node", "n", "--log-level", "debug", "--log-format", "json", "--", "true"}},
-		{"empty value moves too", []string{"--config=", "status"}, []string{"status", "--config="}},
-		{"not a shared flag", []string{"--key", "K", "status"}, []string{"--key", "K", "status"}},
-		{"shared then not shared", []string{"--config", "C", "--once", "status"}, []string{"--config", "C", "--once", "status"}},
-		{"no subcommand", []string{"--config", "C"}, []string{"--config", "C"}},
-		{"missing value", []string{"status", "--config"}, []string{"status", "--config"}},
-		{"value missing at the end", []string{"--config"}, []string{"--config"}},
-		{"double dash", []string{"--config", "C", "--", "status"}, []string{"--config", "C", "--", "status"}},
-		{"help flag", []string{"--config", "C", "--help"}, []string{"--config", "C", "--help"}},
+		{"nothing", []string{}, 0},
+		{"no flags", []string{"status", "--format", "json"}, 0},
+		{"separate value", []string{"--config", "C", "status"}, 2},
+		{"equals value", []string{"--format=json", "status", "x"}, 1},
+		{"one dash", []string{"-config", "C", "-node=n", "status"}, 3},
+		{"value looks like a subcommand", []string{"--config", "status", "release"}, 2},
+		{"every shared flag", []string{"--config", "C", "--format", "json", "--node", "n", "--log-level", "debug", "--log-format", "json", "hold", "--", "true"}, 10},
+		{"empty value", []string{"--config=", "status"}, 1},
+		{"not a shared flag", []string{"--key", "K", "status"}, 0},
+		{"shared then not shared", []string{"--config", "C", "--once", "status"}, 2},
+		{"no subcommand", []string{"--config", "C"}, 2},
+		{"missing value", []string{"status", "--config"}, 0},
+		{"value missing at the end: left for the parser to report", []string{"--config"}, 0},
+		{"double dash", []string{"--config", "C", "--", "status"}, 2},
+		{"help flag", []string{"--config", "C", "--help"}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := SharedFirst(tt.args)
-			if strings.Join(got, "\x00") != strings.Join(tt.want, "\x00") {
-				t.Errorf("SharedFirst(%q) = %q, want %q", tt.args, got, tt.want)
+			shared, rest := SplitShared(tt.args)
+			want, wantRest := tt.args[:tt.shared], tt.args[tt.shared:]
+			if strings.Join(shared, "\x00") != strings.Join(want, "\x00") || strings.Join(rest, "\x00") != strings.Join(wantRest, "\x00") {
+				t.Errorf("SplitShared(%q) = %q, %q; want %q, %q", tt.args, shared, rest, want, wantRest)
 			}
 		})
 	}

@@ -37,24 +37,6 @@ func SplitShared(args []string) (shared, rest []string) {
 	return args[:i:i], args[i:]
 }
 
-// SharedFirst lets the shared flags come before a subcommand, as etcdctl,
-// kubectl, git and systemctl let global flags: `TOOL --config C status
-// --format json` becomes `TOOL status --config C --format json`. args
-// that do not start with shared flags followed by a subcommand name come
-// back unchanged, so a flag of one subcommand given before its name is
-// still the error it was. The subcommand parses what is moved, so the
-// empty-value check, CRD_* variables and the exit codes stay its own.
-func SharedFirst(args []string) []string {
-	shared, rest := SplitShared(args)
-	if len(shared) == 0 || len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-		return args
-	}
-	out := make([]string, 0, len(args))
-	out = append(out, rest[0])
-	out = append(out, shared...)
-	return append(out, rest[1:]...)
-}
-
 // sharedNames maps the names of the flags Common.Register adds to whether
 // each is a bool flag (which takes no separate value), read from a
 // throwaway FlagSet so that it follows Register.

@@ -74,59 +74,6 @@ func InPhase(phases []string, phase string) bool {
 	return false
 }
 
-// RedactURL hides the password of a URL (scheme://user:password@host/...)
-// so that logs, reasons and errors never print it.
-func RedactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
-	}
-	hostEnd := strings.IndexAny(rest, "/?#")
-	if hostEnd < 0 {
-		hostEnd = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:hostEnd], '@')
-	if at < 0 {
-		return u
-	}
-	user, _, hasPassword := strings.Cut(rest[:at], ":")
-	if !hasPassword {
-		return u
-	}
-	return scheme + "://" + user + ":***" + rest[at:]
-}
-
-// checkMonitorURL checks an http(s) base URL with a host, an optional
-// port, user:password@ and path, and no query or fragment. Written by hand
-// for the reason checkEndpoint is.
-func checkMonitorURL(u string) error {
-	scheme, rest, ok := strings.Cut(u, "://")
-	scheme = strings.ToLower(scheme)
-	if !ok || (scheme != "http" && scheme != "https") {
-		return fmt.Errorf("the scheme must be http:// or https://")
-	}
-	if strings.ContainsAny(rest, "?#") {
-		return fmt.Errorf("remove the query or fragment: give the base URL, e.g. http://alertmanager:9093")
-	}
-	if strings.ContainsAny(rest, " \t\n") {
-		return fmt.Errorf("contains white space")
-	}
-	host := rest
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		host = rest[:i]
-	}
-	if i := strings.LastIndexByte(host, '@'); i >= 0 {
-		host = host[i+1:]
-	}
-	if host == "" || strings.HasPrefix(host, ":") {
-		return fmt.Errorf("missing host")
-	}
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
-		return splitHostPort(host)
-	}
-	return nil
-}
-
 // monitorChecks validates gate.alerts and gate.promql: URLs, sources,
 // matchers (as templates of the node name), bounds, timeouts and phases.
 func (v *validator) monitorChecks() {
@@ -194,7 +141,7 @@ func (v *validator) monitorURL(field, u string) {
 		v.bad(field, "is empty; give the base URL, e.g. http://alertmanager:9093 or http://prometheus:9090")
 		return
 	}
-	if err := checkMonitorURL(u); err != nil {
+	if err := checkHTTPURL(u); err != nil {
 		v.bad(field, "%q is not an http:// or https:// base URL: %v", RedactURL(u), err)
 	}
 }

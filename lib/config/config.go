@@ -44,7 +44,9 @@ type Config struct {
 	Windows         Windows    `yaml:"windows"`
 	KillSwitchFile  string     `yaml:"kill_switch_file"`
 	Metrics         Metrics    `yaml:"metrics"`
-	DryRun          bool       `yaml:"dry_run"`
+	// Silences: the Alertmanager silence of a rebooting node.
+	Silences Silences `yaml:"silences"`
+	DryRun   bool     `yaml:"dry_run"`
 	// StateDir survives reboots: the reboot marker and the reboot counter.
 	StateDir string `yaml:"state_dir"`
 	// RunDir is cleared at boot: the post-reboot timestamp (FR-SD-3).
@@ -59,6 +61,10 @@ type Config struct {
 	AbortHooks       []Hook `yaml:"abort_hooks"`
 	SettleSec        int    `yaml:"settle_sec"`
 	MaxRebootsPerDay int    `yaml:"max_reboots_per_day"`
+
+	// Notifications are messages about reboots, sent by the cluster child
+	// (docs/notifications.md).
+	Notifications Notifications `yaml:"notifications"`
 
 	// origin remembers which file and line set each field, for messages.
 	origin origins
@@ -211,6 +217,8 @@ func Default() Config {
 		Windows:                  Windows{Timezone: "Local"},
 		KillSwitchFile:           "/etc/clusterrebootd/disable",
 		Metrics:                  Metrics{Listen: "127.0.0.1:10190"},
+		Silences:                 Silences{TimeoutSec: 10},
+		Notifications:            Notifications{TimeoutSec: 5, BlockedAfterSec: 3600},
 		StateDir:                 "/var/lib/clusterrebootd",
 		RunDir:                   "/run/clusterrebootd",
 		RebootSlotTTLSec:         1800,

@@ -60,8 +60,8 @@ type WindowValidator func(spec string) error
 
 // validName reports whether s is 1..max characters of letters, digits, '.',
 // '_' and '-' (first a letter or digit when alnumFirst). Hand-written rather
-// than a package-level regexp: compiling those cost the daemon 17 ms and
-// 288 KB at every start (docs/performance.md).
+// than a package-level regexp: compiling those cost the daemon time and
+// memory at every start (docs/performance.md, "Figures measured by hand").
 func validName(s string, max int, alnumFirst bool) bool {
 	if len(s) == 0 || len(s) > max {
 		return false
@@ -148,6 +148,7 @@ func Validate(cfg *Config, source string, checkWindow WindowValidator) error {
 	v := &validator{cfg: cfg, problems: slices.Clone(cfg.problems)}
 	v.check()
 	v.windows(checkWindow)
+	v.notifications()
 	if len(v.problems) == 0 {
 		return nil
 	}
@@ -238,6 +239,7 @@ func (v *validator) check() {
 	}
 	v.lock()
 	v.etcd()
+	v.silences()
 	if len(c.RebootCommand) == 0 || c.RebootCommand[0] == "" {
 		v.bad("reboot_command", "must not be empty; the default is [\"/usr/bin/systemctl\", \"reboot\"]")
 	} else if !filepath.IsAbs(c.RebootCommand[0]) {

@@ -41,8 +41,9 @@ func All() []Code {
 }
 
 // Name is the stable snake_case name of a code, as printed in JSON as exit_name.
-// A switch rather than a map: a package-level map is built at start-up, about
-// 0.1 ms of crd-detect's initialisation (GODEBUG=inittrace=1).
+// A switch rather than a map: a package-level map is built at start-up, in
+// every tool's initialisation (docs/performance.md, "Figures measured by
+// hand").
 func (c Code) Name() string {
 	switch c {
 	case OK:

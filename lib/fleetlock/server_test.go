@@ -15,13 +15,14 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // setup starts a FleetLock server for lock <ns>lock (max_holders 1 unless
 // mutate says otherwise) on the embedded etcd, behind httptest.
 func setup(t *testing.T, mutate func(*Server)) (*Server, client, *clientv3.Client) {
 	t.Helper()
-	c := newClient(t)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ns := "/t/" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
 	cfg := config.Default()
 	cfg.LockKey, cfg.MaxHolders, cfg.LockTTLSec, cfg.EtcdDialTimeoutSec = ns+"lock", 1, 5, 3

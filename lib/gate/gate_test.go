@@ -13,6 +13,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func testContext() Context {
@@ -259,22 +260,10 @@ func TestRunTimeoutKillsGroup(t *testing.T) {
 	if !r.TimedOut || exitcode.CodeOf(r.Err()) != exitcode.HealthBlocked {
 		t.Fatalf("want timed out and blocked, got %+v", r)
 	}
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := strings.TrimSpace(string(b))
+	pid := testsupport.ReadPID(t, pidfile)
 	// SIGKILL has been sent to the group; allow a loose bound for the
 	// kernel to finish it (a zombie awaiting its reaper counts as gone).
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		st, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("background child %s survived the timeout: %s", pid, st)
-		}
-	}
+	testsupport.WaitGone(t, pid, 5*time.Second, "the background child, after the timeout")
 }
 
 func TestRunCanceled(t *testing.T) {

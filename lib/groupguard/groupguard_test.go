@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The test binary is also the guardian: Start runs it with this argument.
@@ -37,16 +39,6 @@ func startGuard(t *testing.T) *Guard {
 	return g
 }
 
-// running reports whether pid exists and is not a zombie.
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z")
-}
-
 func TestStopKillsWhatTheCommandLeft(t *testing.T) {
 	g := startGuard(t)
 	cmd := exec.Command("sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!")
@@ -64,13 +56,8 @@ func TestStopKillsWhatTheCommandLeft(t *testing.T) {
 	}
 	g.Stop()
 	// sleep is re-parented to init, which may reap it a moment later.
-	for deadline := time.Now().Add(5 * time.Second); running(left); {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d, left in the group, still runs after Stop", left)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if running(g.Pgid()) {
+	testsupport.WaitGone(t, left, 5*time.Second, "the process left in the group, after Stop")
+	if testsupport.Running(g.Pgid()) {
 		t.Fatalf("the guardian %d still runs after Stop", g.Pgid())
 	}
 }
@@ -84,7 +71,7 @@ func TestGuardianIgnoresTheSignalsForItsGroup(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	if !running(g.Pgid()) {
+	if !testsupport.Running(g.Pgid()) {
 		t.Fatal("the guardian died of a signal sent to its group")
 	}
 }

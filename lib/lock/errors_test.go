@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestRetryable(t *testing.T) {
@@ -70,7 +71,7 @@ func TestParseLeaseIDAndSince(t *testing.T) {
 }
 
 func TestPermissionDeniedIsNotRetried(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	err := unavailable(c, errors.New("etcdserver: permission denied"))
 	if exitcode.CodeOf(err) != exitcode.EtcdUnavailable {
 		t.Errorf("unavailable = %v, want etcd_unavailable", err)

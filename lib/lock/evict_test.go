@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // An evicted waiter stops with ErrEvicted (exit 4) at once instead of
@@ -14,7 +15,7 @@ import (
 func TestEvictWaiter(t *testing.T) {
 	for _, maxHolders := range []int{1, 2} {
 		t.Run(map[int]string{1: "one holder", 2: "two holders"}[maxHolders], func(t *testing.T) {
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			ctx := context.Background()
 			key := "/t/evict-waiter/" + map[int]string{1: "one", 2: "two"}[maxHolders]
 			var holders []*Held
@@ -69,7 +70,7 @@ func TestEvictWaiter(t *testing.T) {
 
 // A waiter whose lease is lost (not evicted) still queues again.
 func TestWaiterWithLostLeaseQueuesAgain(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx := context.Background()
 	key := "/t/evict-lease-lost/lock"
 	h, err := Acquire(ctx, c, opts(key, "holder"))
@@ -109,7 +110,7 @@ func TestWaiterWithLostLeaseQueuesAgain(t *testing.T) {
 // An entry without a lease blocks the line for ever; EvictLeaseless
 // removes it (and nothing else), and the waiter behind it gets the lock.
 func TestEvictLeaseless(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx := context.Background()
 	key := "/t/evict-leaseless/lock"
 	if _, err := c.Put(ctx, key+"/deadbeef", "restored from a backup"); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The scenarios below run against a real etcd server process: the binary
@@ -92,7 +93,7 @@ func TestIntegrationKilledHolder(t *testing.T) {
 	if _, err := fmt.Sscanf(line, "held %x", &deadLease); err != nil {
 		t.Fatalf("helper said %q", line)
 	}
-	c := newClient(t, s.Endpoint)
+	c := testsupport.NewClient(t, s.Endpoint)
 	got := make(chan *Held, 1)
 	queued := make(chan int, 1)
 	go func() {
@@ -136,7 +137,7 @@ func TestHelperHolder(t *testing.T) {
 	if ep == "" {
 		t.Skip("helper process only")
 	}
-	c := newClient(t, ep)
+	c := testsupport.NewClient(t, ep)
 	o := opts(os.Getenv("CRD_LOCK_HELPER_KEY"), "doomed")
 	o.TTL = 5 * time.Second
 	h, err := Acquire(context.Background(), c, o)
@@ -153,37 +154,14 @@ func TestHelperHolder(t *testing.T) {
 // polling design; the precise figure is a benchmark's job).
 func TestIntegrationPromptHandover(t *testing.T) {
 	s := realServer(t)
-	c := newClient(t, s.Endpoint)
+	c := testsupport.NewClient(t, s.Endpoint)
 	key := "/it/handover/lock"
 	for i := range 5 {
-		h, err := Acquire(context.Background(), c, opts(key, "a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		type acquired struct {
-			h  *Held
-			at time.Time
-		}
-		got := make(chan acquired, 1)
-		queued := make(chan int, 1)
-		go func() {
-			o := opts(key, "b")
-			o.OnQueued = func(int) { queued <- 1 }
-			w, err := Acquire(context.Background(), c, o)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- acquired{w, time.Now()}
-		}()
-		<-queued
-		released := time.Now()
-		release(t, h)
-		a := <-got
-		if a.h == nil {
+		d, ok := handover(t, c, key)
+		if !ok {
 			return
 		}
-		release(t, a.h)
-		if d := a.at.Sub(released); d > 2*time.Second {
+		if d > 2*time.Second {
 			t.Errorf("round %d: handover took %s, want under 2s", i, d)
 		}
 	}
@@ -193,8 +171,8 @@ func TestIntegrationPromptHandover(t *testing.T) {
 // keepalive period and the owner comparison fails from then on.
 func TestIntegrationRevokedBehindBack(t *testing.T) {
 	s := realServer(t)
-	c := newClient(t, s.Endpoint)
-	other := newClient(t, s.Endpoint)
+	c := testsupport.NewClient(t, s.Endpoint)
+	other := testsupport.NewClient(t, s.Endpoint)
 	h, err := Acquire(context.Background(), c, opts("/it/revoke/lock", "a"))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +197,7 @@ func TestIntegrationRevokedBehindBack(t *testing.T) {
 // place, not fail; and compaction must never let two hold at once.
 func TestIntegrationUnderCompaction(t *testing.T) {
 	s := realServer(t)
-	compactor := newClient(t, s.Endpoint)
+	compactor := testsupport.NewClient(t, s.Endpoint)
 	stop := make(chan struct{})
 	done := make(chan int)
 	go func() {
@@ -276,8 +254,8 @@ func TestIntegrationUnderCompaction(t *testing.T) {
 // periodic re-read (Recheck, shortened here) lets it in.
 func TestIntegrationLostDeleteEvent(t *testing.T) {
 	s := realServer(t)
-	c := newClient(t, s.Endpoint)
-	other := newClient(t, s.Endpoint)
+	c := testsupport.NewClient(t, s.Endpoint)
+	other := testsupport.NewClient(t, s.Endpoint)
 	ctx := context.Background()
 	key := "/it/lostevent/lock"
 	a, err := Acquire(ctx, c, opts(key, "a"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestValidGroup(t *testing.T) {
@@ -72,7 +73,7 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestOptionsRejected(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	for _, tc := range []struct {
 		name string
 		edit func(*Options)
@@ -93,7 +94,7 @@ func TestOptionsRejected(t *testing.T) {
 }
 
 func TestAcquireStatusRelease(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx := context.Background()
 	key := "/t/basic/lock"
 	info, err := Status(ctx, c, key)
@@ -156,7 +157,7 @@ func TestAcquireStatusRelease(t *testing.T) {
 }
 
 func TestFencingTokenGrows(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	var last int64
 	for i := range 3 {
 		h, err := Acquire(context.Background(), c, opts("/t/fence/lock", "n"))
@@ -177,7 +178,7 @@ func contend(t *testing.T, endpoint, key string, maxHolders, rounds, contenders 
 	t.Helper()
 	clients := make([]*clientv3.Client, contenders)
 	for i := range clients {
-		clients[i] = newClient(t, endpoint)
+		clients[i] = testsupport.NewClient(t, endpoint)
 	}
 	var mu sync.Mutex
 	var all []interval
@@ -266,7 +267,7 @@ func TestSemaphoreNeverMoreThanN(t *testing.T) {
 }
 
 func TestSemaphoreQueue(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx := context.Background()
 	key := "/t/semqueue/lock"
 	o := opts(key, "a")
@@ -310,45 +311,19 @@ func TestSemaphoreQueue(t *testing.T) {
 }
 
 func TestHandoverIsPrompt(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
-	ctx := context.Background()
-	h, err := Acquire(ctx, c, opts("/t/handover/lock", "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type acquired struct {
-		h  *Held
-		at time.Time
-	}
-	got := make(chan acquired, 1)
-	queued := make(chan int, 1)
-	go func() {
-		o := opts("/t/handover/lock", "b")
-		o.OnQueued = func(int) { queued <- 1 }
-		w, err := Acquire(ctx, c, o)
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- acquired{w, time.Now()}
-	}()
-	<-queued
-	released := time.Now()
-	release(t, h)
-	a, ok := <-got
+	c := testsupport.NewClient(t, embedded.Endpoint)
+	d, ok := handover(t, c, "/t/handover/lock")
 	if !ok {
 		return
 	}
-	release(t, a.h)
 	// A loose bound: catches a polling design, not a busy machine.
-	if d := a.at.Sub(released); d > 2*time.Second {
+	if d > 2*time.Second {
 		t.Errorf("waiter acquired %s after release, want well under 2s", d)
 	}
 }
 
 func TestTimeoutWhileHeld(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	key := "/t/timeout/lock"
 	h, err := Acquire(context.Background(), c, opts(key, "a"))
 	if err != nil {
@@ -368,7 +343,7 @@ func TestTimeoutWhileHeld(t *testing.T) {
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	key := "/t/cancel/lock"
 	h, err := Acquire(context.Background(), c, opts(key, "a"))
 	if err != nil {
@@ -384,7 +359,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 }
 
 func TestLostWhenLeaseRevoked(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	h, err := Acquire(context.Background(), c, opts("/t/revoke/lock", "a"))
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +390,7 @@ func TestLostWhenLeaseRevoked(t *testing.T) {
 // place in line, not a fight with etcd: OnRequeued is told, OnRetry is not,
 // and the waiter queues again and gets the lock when it is free.
 func TestRequeuedWhenWaiterLeaseLost(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx := context.Background()
 	const key = "/t/requeue/lock"
 	first, err := Acquire(ctx, c, opts(key, "first"))
@@ -438,11 +413,7 @@ func TestRequeuedWhenWaiterLeaseLost(t *testing.T) {
 	counts := func() (int, int, int) { mu.Lock(); defer mu.Unlock(); return queued, retries, len(requeued) }
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("not within 10 s: " + what)
-			}
-		}
+		testsupport.Eventually(t, 10*time.Second, what, cond)
 	}
 	waitFor("the waiter queues", func() bool { q, _, _ := counts(); return q == 1 })
 	info, err := Status(ctx, c, key)
@@ -489,7 +460,7 @@ func TestLostWhenEntryDeleted(t *testing.T) {
 		}, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, embedded.Endpoint)
+			c := testsupport.NewClient(t, embedded.Endpoint)
 			o := opts("/t/delete/"+strings.ReplaceAll(tc.name, " ", "-")+"/lock", "a")
 			tc.adjust(&o)
 			h, err := Acquire(context.Background(), c, o)
@@ -513,7 +484,7 @@ func TestLostWhenEntryDeleted(t *testing.T) {
 }
 
 func TestEvict(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx := context.Background()
 	key := "/t/evict/lock"
 	h, err := Acquire(ctx, c, opts(key, "stuck-node"))
@@ -539,7 +510,7 @@ func TestEvict(t *testing.T) {
 // The protocol is concurrency.Mutex's: with max_holders 1 both exclude
 // each other, so `etcdctl lock` on the same key is honoured.
 func TestInteropWithConcurrencyMutex(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx := context.Background()
 	key := "/t/interop/lock"
 	h, err := Acquire(ctx, c, opts(key, "ours"))
@@ -574,7 +545,7 @@ func TestInteropWithConcurrencyMutex(t *testing.T) {
 }
 
 func TestGroupsAreIndependent(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	base := "/t/groups/lock"
@@ -600,7 +571,7 @@ func TestUnreachableIsEtcdUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+	c := testsupport.NewClient(t, fmt.Sprintf("http://127.0.0.1:%d", port))
 	o := opts("/t/unreachable/lock", "a")
 	o.RPCTimeout = 200 * time.Millisecond
 	retries := 0
@@ -620,7 +591,7 @@ func TestUnreachableIsEtcdUnavailable(t *testing.T) {
 // before the server can expire the lease and hand it to someone else.
 func TestLostOnPartitionBeforeServerExpiry(t *testing.T) {
 	p, viaProxy := proxied(t)
-	direct := newClient(t, embedded.Endpoint)
+	direct := testsupport.NewClient(t, embedded.Endpoint)
 	h, err := Acquire(context.Background(), viaProxy, opts("/t/partition/lock", "a"))
 	if err != nil {
 		t.Fatal(err)
@@ -657,7 +628,7 @@ func TestLostOnPartitionBeforeServerExpiry(t *testing.T) {
 // must still give up about TTL/3 before.
 func TestLostOnPartitionRightAfterWaiting(t *testing.T) {
 	p, viaProxy := proxied(t)
-	direct := newClient(t, embedded.Endpoint)
+	direct := testsupport.NewClient(t, embedded.Endpoint)
 	const key = "/t/partition-after-wait/lock"
 	first, err := Acquire(context.Background(), direct, opts(key, "first"))
 	if err != nil {
@@ -747,7 +718,7 @@ func TestLostOnPartitionRightAfterWaiting(t *testing.T) {
 // whatever the queue's length (the cluster steps use it under the lock,
 // where a lookup per waiter within one deadline stalled a long queue).
 func TestStatusAndEntriesWithALongQueue(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	const key = "/t/long-queue/lock"
 	ctx := context.Background()
 	for i := range 40 {
@@ -789,14 +760,14 @@ func proxied(t *testing.T) (*etcdtest.Proxy, *clientv3.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	return p, newClient(t, "http://"+p.Addr)
+	return p, testsupport.NewClient(t, "http://"+p.Addr)
 }
 
 // Contenders that disagree on max_holders: the smallest in the line counts.
 // A holds with max_holders 1; B, with 3, must not hold with it. Once A is
 // gone, B holds; C, with 1, then waits for B.
 func TestSmallestMaxHoldersInTheLine(t *testing.T) {
-	c := newClient(t, embedded.Endpoint)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	key := "/t/smallest/lock"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 )
@@ -19,17 +18,6 @@ var embedded *etcdtest.Server
 func TestMain(m *testing.M) {
 	os.Exit(etcdtest.RunMain(m, func(s *etcdtest.Server) { embedded = s },
 		"github.com/clusterrebootd/clusterrebootd/lib/lock"))
-}
-
-// newClient connects to endpoint and closes the client when the test ends.
-func newClient(t testing.TB, endpoint string) *clientv3.Client {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // opts are test defaults: a short TTL and fast backoff.
@@ -48,6 +36,44 @@ func release(t testing.TB, h *Held) {
 	if err := h.Release(ctx); err != nil {
 		t.Errorf("release: %v", err)
 	}
+}
+
+// handover has a hold key and b queue behind it, releases a's hold and
+// returns how long b took from the release to holding. ok is false when b's
+// Acquire failed (reported already).
+func handover(t testing.TB, c *clientv3.Client, key string) (d time.Duration, ok bool) {
+	t.Helper()
+	ctx := context.Background()
+	h, err := Acquire(ctx, c, opts(key, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type acquired struct {
+		h  *Held
+		at time.Time
+	}
+	got := make(chan acquired, 1)
+	queued := make(chan int, 1)
+	go func() {
+		o := opts(key, "b")
+		o.OnQueued = func(int) { queued <- 1 }
+		w, err := Acquire(ctx, c, o)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- acquired{w, time.Now()}
+	}()
+	<-queued
+	released := time.Now()
+	release(t, h)
+	a, ok := <-got
+	if !ok {
+		return 0, false
+	}
+	release(t, a.h)
+	return a.at.Sub(released), true
 }
 
 // interval is when one contender held the lock.

@@ -2,9 +2,10 @@
 // write to stderr (and so to the journal under systemd).
 //
 // It is log/slog from the standard library, not a third-party logger: the
-// daemon's idle memory budget is 4 MiB and a measured 1.5 MiB of it went to
-// the initialisation of charmbracelet/log's terminal-styling dependencies
-// (docs/decisions.md). slog gives the same levels, JSON, and scoped loggers.
+// initialisation of charmbracelet/log's terminal-styling dependencies took a
+// large share of the daemon's idle memory budget (docs/decisions.md,
+// docs/performance.md "Figures measured by hand"). slog gives the same
+// levels, JSON, and scoped loggers.
 //
 // JSON records carry the PRD's field names: ts, level, msg, plus whatever the
 // caller adds (node, event, lock_wait_ms, ...).

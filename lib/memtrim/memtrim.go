@@ -4,8 +4,9 @@
 //
 // The Go runtime reads the whole function table (pclntab) when a program
 // starts, so right after start-up nearly every page of the executable's
-// text (r-xp) and read-only data (r--p) mappings is resident: for a 4 MB
-// binary, about 3.7 MiB of VmRSS that an idle loop never touches again.
+// text (r-xp) and read-only data (r--p) mappings is resident: most of an
+// idle daemon's VmRSS, which an idle loop never touches again
+// (docs/performance.md, "Memory").
 // Trim calls madvise(MADV_DONTNEED) on exactly those two kinds of mapping
 // of /proc/self/exe. The kernel drops the process's references to the
 // pages; the next access faults them in again from the page cache (or the

@@ -5,8 +5,8 @@
 // file `crd-lock step serve-metrics` serves).
 //
 // It exists because linking the Prometheus client library costs the daemon
-// ~6 MiB of resident memory (docs/performance.md); the daemon needs only a
-// handful of series.
+// more resident memory than its idle budget allows (docs/performance.md,
+// "Figures measured by hand"); the daemon needs only a handful of series.
 package metrics
 
 import (

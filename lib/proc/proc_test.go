@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 var shEnv = []string{"PATH=/usr/bin:/bin"}
@@ -89,21 +91,9 @@ func TestTimeoutKillsGroup(t *testing.T) {
 	if !r.TimedOut || r.OK() {
 		t.Fatalf("want timed out, got %+v", r)
 	}
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := strings.TrimSpace(string(b))
+	pid := testsupport.ReadPID(t, pidfile)
 	// SIGKILL has been sent; give init a moment to reap it (loose bound).
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		st, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %s still alive 5s after the timeout: %s", pid, st)
-		}
-	}
+	testsupport.WaitGone(t, pid, 5*time.Second, "the grandchild, after the timeout")
 }
 
 // A command that ignores SIGTERM is killed after the grace period.

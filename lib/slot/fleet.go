@@ -152,129 +152,16 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 	if err != nil {
 		return Count{}, err
 	}
-	c := Count{Revision: resp.Header.Revision, MaxHolders: f.MaxHolders, MaxTotal: f.MaxTotal}
-	c.View = policy.View{Nodes: []policy.NodeRecord{}, Rebooting: []policy.Slot{}, ReadAt: f.now().UTC()}
-	self := Member{Node: f.Node, BootID: f.BootID, MachineID: f.MachineID, Via: "self", Key: seat}
-	seen := map[string]bool{self.id(): true}
-	seenTotal := map[string]bool{self.id(): true}
-	c.Members = []Member{self}
-	c.Total = []Member{self}
-	maxSeen := map[int]bool{f.MaxHolders: true}
-	add := func(m Member, ownGroup bool) {
-		if f.sameName(m) && c.Problem == nil {
-			c.Problem = exitcode.Errorf(exitcode.Config,
-				"slot: node_name %q is used by another machine too (machine id %s, boot id %s, %s %s): give every machine a unique node_name",
-				f.Node, orUnknown(m.MachineID), orUnknown(m.BootID), m.Via, m.Key)
-		}
-		// The fleet-wide count is of slots only: seat holders of other groups
-		// are not down, and counting them would let three groups' holders
-		// wait on each other for ever. The slot transaction's revision guard
-		// serialises the slot takes across groups, so each take saw every
-		// slot before it.
-		if m.Via == "slot" && !seenTotal[m.id()] {
-			seenTotal[m.id()] = true
-			c.Total = append(c.Total, m)
-		}
-		if ownGroup && !seen[m.id()] {
-			seen[m.id()] = true
-			c.Members = append(c.Members, m)
-		}
-	}
-
-	// Seats: in each group's line (the lock itself and lock/<group>), the
-	// holders are the prefix of entries each of which is within the smallest
-	// max_holders ahead of it and its own.
-	type line struct{ running, position int }
-	lines := map[string]*line{}
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		key := string(kv.Key)
-		parent := key[:strings.LastIndex(key, "/")]
-		if parent != f.Lock && !(strings.HasPrefix(parent, f.Lock+"/") && !strings.Contains(parent[len(f.Lock)+1:], "/")) {
-			continue
-		}
-		l := lines[parent]
-		if l == nil {
-			l = &line{position: -1}
-			lines[parent] = l
-		}
-		l.position++
-		var a lock.Annotation
-		if json.Unmarshal(kv.Value, &a) != nil || a.MaxHolders < 1 {
-			a.MaxHolders = 1
-		}
-		if l.running == 0 || a.MaxHolders < l.running {
-			l.running = a.MaxHolders
-		}
-		own := parent == f.SeatKey()
-		if own {
-			maxSeen[a.MaxHolders] = true
-			if a.MaxHolders < c.MaxHolders {
-				c.MaxHolders = a.MaxHolders
-			}
-		}
-		if key == seat || l.position >= l.running {
-			continue // this node, or a waiter (its max_holders counts all the same)
-		}
-		who := a.Node
-		if who == "" {
-			who = "entry " + key // etcdctl lock: someone unknown
-		}
-		add(Member{Node: who, BootID: a.BootID, MachineID: a.MachineID, Via: "seat", Key: key}, own)
-	}
-
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		p := Parse(f.NS, string(kv.Key), kv.Value, kv.Lease, kv.ModRevision)
-		if p.Node == f.Node {
-			pc := p
-			c.Mine = &pc
-		}
-		if p.Foreign(f.Lock) {
-			if c.Problem == nil {
-				c.Problem = foreign(f, "reboot slot", string(kv.Key), p.Lock)
-			}
-			continue
-		}
-		c.View.Rebooting = append(c.View.Rebooting, p.Policy())
-		if p.MaxTotal > 0 && (c.MaxTotal == 0 || p.MaxTotal < c.MaxTotal) {
-			c.MaxTotal = p.MaxTotal
-		}
-		own := p.Counts(f.Lock, f.Group) // else another group of this lock
-		if own && p.MaxHolders > 0 {
-			maxSeen[p.MaxHolders] = true
-			if p.MaxHolders < c.MaxHolders {
-				c.MaxHolders = p.MaxHolders
-			}
-		}
-		if p.Node == f.Node && p.BootID == f.BootID && f.BootID != "" {
-			continue // this machine's own slot: self
-		}
-		add(Member{Node: p.Node, BootID: p.BootID, MachineID: p.MachineID, Via: "slot", Key: string(kv.Key)}, own)
-	}
-
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		var rec policy.NodeRecord
-		if json.Unmarshal(kv.Value, &rec) != nil {
-			continue // unreadable: the node counts as not healthy
-		}
-		if rec.Lock != "" && rec.Lock != f.Lock {
-			if c.Problem == nil {
-				c.Problem = foreign(f, "health record", string(kv.Key), rec.Lock)
-			}
-			continue
-		}
-		rec.Node = strings.TrimPrefix(string(kv.Key), RecordsDir(f.NS))
-		if m := (Member{Node: rec.Node, BootID: rec.BootID, MachineID: rec.MachineID, Via: "health record", Key: string(kv.Key)}); f.sameName(m) && c.Problem == nil {
-			c.Problem = exitcode.Errorf(exitcode.Config,
-				"slot: node_name %q is used by another machine too (machine id %s publishes %s): give every machine a unique node_name",
-				f.Node, m.MachineID, m.Key)
-		}
-		c.View.Nodes = append(c.View.Nodes, rec)
-	}
+	k := f.newCounting(resp.Header.Revision, seat)
+	k.seats(resp.Responses[0].GetResponseRange().Kvs, seat)
+	k.slots(resp.Responses[1].GetResponseRange().Kvs)
+	k.records(resp.Responses[2].GetResponseRange().Kvs)
+	c := k.c
 	if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
 		c.View.Paused = ParsePause(kvs[0].Value)
 	}
-	if len(maxSeen) > 1 {
-		for n := range maxSeen {
+	if len(k.maxSeen) > 1 {
+		for n := range k.maxSeen {
 			c.Disagree = append(c.Disagree, n)
 		}
 		sort.Ints(c.Disagree)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestParse(t *testing.T) {
@@ -50,7 +52,7 @@ func TestParse(t *testing.T) {
 // compaction racing with the count cannot fail it (it did when the slots
 // were read in a second request at the first one's revision).
 func TestCountUnderCompaction(t *testing.T) {
-	c := newClient(t)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ns := "/t/count-compaction/"
 	f := Fleet{Client: c, NS: ns, Lock: ns + "lock", Node: "a", BootID: "b1", MaxHolders: 1, TTL: time.Minute, RPCTimeout: 2 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

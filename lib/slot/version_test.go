@@ -10,6 +10,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The annotation's version is the protocol's.
@@ -25,7 +26,7 @@ func TestOneProtocolVersion(t *testing.T) {
 // side: a seat allows one holder, a slot counts against every lock and
 // group, a record's node is not healthy (docs/cluster-protocol.md, "Versions").
 func TestCountAcrossVersions(t *testing.T) {
-	c := newClient(t)
+	c := testsupport.NewClient(t, embedded.Endpoint)
 	ns := "/t/count-versions/"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 // Command receiver accepts HTTP POSTs on a loopback port and appends each
-// one to a file as one JSON line: {"time":…,"path":…,"body":…} where body is
-// the request's JSON when it parses, else its text. For the demo and the
+// one to a file as one JSON line: {"body":…,"path":…,"time":…,"ts":…} where
+// body is the request's JSON when it parses, else its text, and ts is the
+// time in the daemon's log format (UTC, milliseconds) for the demo's timeline. For the demo and the
 // notification tests; it is never shipped.
 //
 //	receiver --addr-file F --out F [--listen 127.0.0.1:0] [--status 200] [--hang]
@@ -69,7 +70,8 @@ func run(args []string) error {
 		if json.Valid(b) {
 			body = json.RawMessage(b)
 		}
-		line, _ := json.Marshal(map[string]any{"time": time.Now().UTC().Format(time.RFC3339Nano), "path": r.URL.Path, "body": body})
+		now := time.Now().UTC()
+		line, _ := json.Marshal(map[string]any{"time": now.Format(time.RFC3339Nano), "ts": now.Format("2006-01-02T15:04:05.000Z"), "path": r.URL.Path, "body": body})
 		mu.Lock()
 		_, _ = f.Write(append(line, '\n'))
 		mu.Unlock()

@@ -42,16 +42,6 @@
 //	clusterrebootd pause --reason "change freeze until Monday (JIRA-42)"
 package clusterrebootd
 
-import (
-	"context"
-	"fmt"
-	"io"
-	"strings"
-
-	"github.com/clusterrebootd/clusterrebootd/lib/cli"
-	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-)
-
 // Tool is the program's name in output.
 const Tool = "clusterrebootd"
 
@@ -80,45 +70,3 @@ may come before COMMAND too: clusterrebootd --config FILE status.
 
 See clusterrebootd COMMAND --help, man clusterrebootd.
 `
-
-// Run is the entry point of clusterrebootd.
-func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	// The shared flags may come first (`clusterrebootd --config C status`),
-	// as etcdctl's global flags do.
-	args = cli.SharedFirst(args)
-	sub := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		// Plain --help: name every command before run's own flags.
-		fmt.Fprint(stdout, commands)
-	}
-	switch sub {
-	case "run":
-		return runCmd(ctx, args, stdout, stderr, false)
-	case "simulate":
-		return runCmd(ctx, args, stdout, stderr, true)
-	case "status":
-		return statusCmd(ctx, args, stdout, stderr)
-	case "validate-config":
-		return validateCmd(args, stdout, stderr)
-	case "version":
-		return versionCmd(args, stdout, stderr)
-	case "pause":
-		return pauseCmd(ctx, args, stdout, stderr, true)
-	case "resume":
-		return pauseCmd(ctx, args, stdout, stderr, false)
-	case "hold", "release-hold", "request":
-		return overrideCmd(ctx, sub, args, stdout, stderr)
-	case "help":
-		// Shared flags around `help` change nothing in the help.
-		if _, rest := cli.SplitShared(args); len(rest) > 0 && rest[0] != "help" {
-			return Run(ctx, []string{rest[0], "--help"}, stdin, stdout, stderr)
-		}
-		fmt.Fprint(stdout, commands)
-		return nil
-	}
-	err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, validate-config, version, pause, resume, hold, release-hold or request", sub)
-	writeError(stdout, err)
-	return err
-}

@@ -34,8 +34,7 @@ func (r versionResult) Text(w io.Writer) error {
 	return err
 }
 
-func versionCmd(args []string, stdout, stderr io.Writer) error {
-	b := newBase("version", stdout, false)
+func versionCmd(b *base, args []string, stdout, stderr io.Writer) error {
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
@@ -70,8 +69,7 @@ func (r validateResult) Text(w io.Writer) error {
 	return nil
 }
 
-func validateCmd(args []string, stdout, stderr io.Writer) error {
-	b := newBase("validate-config", stdout, false)
+func validateCmd(b *base, args []string, stdout, stderr io.Writer) error {
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
@@ -284,8 +282,7 @@ func (r statusResult) Text(w io.Writer) error {
 	return nil
 }
 
-func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	b := newBase("status", stdout, true)
+func statusCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Writer) error {
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
@@ -349,22 +346,11 @@ func (r pauseResult) Text(w io.Writer) error {
 	return nil
 }
 
-func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, pause bool) error {
-	sub := "resume"
-	if pause {
-		sub = "pause"
-	}
-	b := newBase(sub, stdout, true)
-	var reason string
-	var local bool
-	if pause {
-		b.fs.StringVar(&reason, "reason", "", "why reboots are paused (`text`, required; shown in status and logs)")
-	} else {
-		b.fs.BoolVar(&local, "local", false, "clear this node's reboot_loop block (and its reboot counter) instead of the cluster pause")
-	}
+func pauseCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Writer, pause bool) error {
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
+	reason, local := b.reason, b.local
 	res := pauseResult{}
 	cfg, err := b.load(nil)
 	res.Node = cfg.NodeName

@@ -19,15 +19,20 @@ import (
 // base is what every subcommand shares: the common flags, --crd-lock and
 // the hidden --root (file system root for /proc and detector files; tests).
 type base struct {
+	sub     string
 	fs      *flag.FlagSet
 	c       cli.Common
 	crdLock string
 	root    string
 	format  report.Format
+	// The flags of one command or another (tree.go).
+	reason                  string
+	local                   bool
+	dryRun, once, noMemTrim bool
 }
 
 func newBase(sub string, stdout io.Writer, child bool) *base {
-	b := &base{fs: flag.NewFlagSet(Tool+" "+sub, flag.ContinueOnError)}
+	b := &base{sub: sub, fs: flag.NewFlagSet(Tool+" "+sub, flag.ContinueOnError)}
 	b.fs.SetOutput(stdout) // --help and --version
 	b.c.Register(b.fs)
 	if child {
@@ -141,19 +146,14 @@ type errorResult struct {
 }
 
 func writeError(stdout io.Writer, err error) {
-	r := errorResult{Header: report.Header{Tool: Tool}}
-	r.Settle(err)
-	_ = report.Write(stdout, report.JSON, r)
+	_ = report.Finish(stdout, report.JSON, &errorResult{Header: report.Header{Tool: Tool}}, err)
 }
 
-// finish settles h with err, writes v, and returns err.
-func finish(stdout io.Writer, f report.Format, h *report.Header, v any, err error) error {
+// finish names the tool in h, the header of res, and ends the command with
+// report.Finish.
+func finish(stdout io.Writer, f report.Format, h *report.Header, res report.Settler, err error) error {
 	h.Tool = Tool
-	h.Settle(err)
-	if werr := report.Write(stdout, f, v); werr != nil && err == nil {
-		return werr
-	}
-	return err
+	return report.Finish(stdout, f, res, err)
 }
 
 func executable(p string) bool {

@@ -42,7 +42,8 @@ func (r overrideResult) Text(w io.Writer) error {
 
 // overrideCmd is `hold NODE --reason T`, `release-hold NODE` and
 // `request NODE --reason T`: the crd-lock step of the same name.
-func overrideCmd(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
+func overrideCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Writer) error {
+	sub := b.sub
 	node := ""
 	// NODE comes first, after any shared flags moved before it
 	// (`clusterrebootd --config C hold NODE` is `hold --config C NODE`).
@@ -50,14 +51,10 @@ func overrideCmd(ctx context.Context, sub string, args []string, stdout, stderr 
 		node, args = rest[0], append(shared, rest[1:]...)
 	}
 	withReason := sub != driver.StepReleaseHold
-	b := newBase(sub, stdout, true)
-	var reason string
-	if withReason {
-		b.fs.StringVar(&reason, "reason", "", "why (`text`, required; shown in status and the node's logs)")
-	}
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
+	reason := b.reason
 	res := overrideResult{Target: node}
 	cfg, err := b.load(nil)
 	res.Node = cfg.NodeName

@@ -4,18 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"os/signal"
-	"runtime"
-	"runtime/debug"
-	"syscall"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/memtrim"
-	"github.com/clusterrebootd/clusterrebootd/lib/notify"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
@@ -63,23 +56,14 @@ func (r runResult) Text(w io.Writer) error {
 	return nil
 }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simulate bool) error {
-	sub := "run"
-	if simulate {
-		sub = "simulate"
-	}
-	b := newBase(sub, stdout, true)
-	var dryRun, once, noMemTrim bool
-	if !simulate {
-		b.fs.BoolVar(&dryRun, "dry-run", false, "decide and log everything; run no hook and no reboot command (dry_run: true)")
-		b.fs.BoolVar(&once, "once", false, "run one cycle and exit with its result")
-		b.fs.BoolVar(&noMemTrim, "no-memtrim", false, "keep the executable's read-only pages resident (for measurements; docs/performance.md)")
-	}
+// runCmd is run (the daemon, or one cycle with --once) and simulate; the
+// steps are in runsteps.go.
+func runCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Writer, simulate bool) error {
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
-	res := runResult{Command: sub, Header: report.Header{Node: b.c.Node}}
-	if !simulate && !once && !cli.IsSet(b.fs, "log-format") {
+	res := runResult{Command: b.sub, Header: report.Header{Node: b.c.Node}}
+	if !simulate && !b.once && !cli.IsSet(b.fs, "log-format") {
 		b.c.LogFormat = "json"
 	}
 	log, err := b.c.Logger(stderr, Tool)
@@ -87,7 +71,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
 	override := func(c *config.Config) {
-		if dryRun || simulate {
+		if b.dryRun || simulate {
 			c.DryRun = true
 		}
 	}
@@ -98,14 +82,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 	}
 	res.DryRun = cfg.DryRun
 	if !simulate {
-		lf, err := lockInstance(cfg.StateDir)
-		if err == nil {
-			err = privateDir("run_dir", cfg.RunDir)
-		}
+		lf, err := claimStateDir(cfg)
 		if err != nil {
-			if lf != nil {
-				lf.Close()
-			}
 			return finish(stdout, b.format, &res.Header, &res, err)
 		}
 		defer lf.Close()
@@ -117,68 +95,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, simula
 	deps := driver.Deps{Child: child}.Real(b.root)
 	m := driver.NewMetrics(version.Get().Version)
 	drv := driver.New(cfg, deps, log, m, nil)
-
-	if simulate || once {
-		out := drv.RunOnce(ctx, driver.Mode{Simulate: simulate})
-		res.Outcome = &out
-		res.Status = drv.Status()
-		if cfg.Metrics.Textfile != "" && !simulate {
-			if err := m.Registry.WriteFile(cfg.Metrics.Textfile); err != nil {
-				log.Warn("cannot write metrics", "event", "metrics_error", "error", err)
-			}
-		}
-		return finish(stdout, b.format, &res.Header, &res, out.Err())
+	if simulate || b.once {
+		return finish(stdout, b.format, &res.Header, &res, cycleOnce(ctx, drv, m, cfg, log, simulate, &res))
 	}
-
-	// One P for the long-running daemon: its goroutines wait for timers,
-	// signals and children and never compete for CPU, and with one P a burst
-	// of activity, a garbage collection above all, wakes far fewer threads
-	// (measured: a third fewer context switches per cycle; docs/performance.md,
-	// "Wakeups"). GOMAXPROCS in the environment still wins.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	reload := make(chan struct{}, 1)
-	go func() {
-		for range hup {
-			select {
-			case reload <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	d := &driver.Daemon{
-		Driver:        drv,
-		Log:           log,
-		Notify:        notify.New(os.Getenv("NOTIFY_SOCKET")),
-		WatchdogEvery: notify.WatchdogInterval(os.Getenv("WATCHDOG_USEC"), os.Getenv("WATCHDOG_PID"), os.Getpid()),
-		Reload:        reload,
-		LoadConfig:    func() (config.Config, error) { return b.load(override) },
-		Rand:          rand.Float64,
-		Metrics:       m,
-	}
-	if !noMemTrim {
-		d.MemTrim = func() {
-			// Collect and hand free heap pages back now: an idle daemon
-			// allocates a little every cycle, and left to itself the heap grows
-			// to the collector's 4 MiB minimum before the first collection, and
-			// the pages stay resident (docs/performance.md). A collection of a
-			// heap this small costs well under a millisecond once a cycle.
-			debug.FreeOSMemory()
-			if _, err := memtrim.Trim(); err != nil {
-				log.Debug("memtrim failed", "error", err)
-			}
-		}
-	}
-	if cfg.Metrics.Enabled {
-		path := child.(driver.ExecChild).Path
-		d.MetricsServer = func(ctx context.Context) error {
-			return driver.ServeMetrics(ctx, path, cfg, stderr, log)
-		}
-	}
+	d, stop := newDaemon(daemonSetup{drv: drv, metrics: m, cfg: cfg, log: log, child: child, stderr: stderr,
+		load: func() (config.Config, error) { return b.load(override) }, noMemTrim: b.noMemTrim, getenv: os.Getenv})
+	defer stop()
 	err = d.Run(ctx)
 	res.Cycles = d.Cycles()
 	res.Status = drv.Status()

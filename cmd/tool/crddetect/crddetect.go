@@ -45,6 +45,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/peterbourgon/ff/v3/ffcli"
+
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -71,17 +73,28 @@ type Result struct {
 	DurationMS int64 `json:"duration_ms"`
 }
 
-// Run is the entry point of crd-detect.
+// Run is the entry point of crd-detect: its command tree is one command.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	start := time.Now()
-	res := &Result{Header: report.Header{Tool: Tool}, Detectors: []detect.Result{}}
+	return cli.Dispatch(ctx, Tree(stdout, stderr), args, stdout)
+}
+
+// Tree is crd-detect's command tree: a root without subcommands.
+func Tree(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
 	fs.SetOutput(stdout) // --help and --version
-	var c cli.Common
+	c, o := new(cli.Common), new(options)
 	c.Register(fs)
 	fs.Lookup("format").Usage = "output `format`: json (default when stdout is not a terminal), text, nagios (a Nagios/Icinga plugin's line and exit code) or prom (node_exporter textfile exposition)"
-	var o options
+	cli.Choices(fs, "format", string(report.JSON), string(report.Text), string(Nagios), string(Prom))
 	o.register(fs)
+	return &ffcli.Command{Name: Tool, ShortUsage: Tool + " [flags]", FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error { return run(ctx, fs, c, o, args, stdout, stderr) }}
+}
+
+// run is crd-detect with its flags declared.
+func run(ctx context.Context, fs *flag.FlagSet, c *cli.Common, o *options, args []string, stdout, stderr io.Writer) error {
+	start := time.Now()
+	res := &Result{Header: report.Header{Tool: Tool}, Detectors: []detect.Result{}}
 	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -153,33 +166,38 @@ func formatAfterUsageError(f string) report.Format {
 	return report.JSON
 }
 
+// Settle fills the header from err; "no reboot required" (exit 1) is an
+// answer, not an error, so it leaves no error text.
+func (r *Result) Settle(err error) {
+	r.Header.Settle(err)
+	if exitcode.CodeOf(err) == exitcode.No {
+		r.Error = ""
+	}
+}
+
 // finish prints res in format and returns the error Run ends with: err,
-// except in nagios mode, where the exit codes are Nagios's.
+// except in nagios mode, where the exit codes are Nagios's. JSON and text
+// end as every tool's result does (report.Finish).
 func finish(stdout io.Writer, format report.Format, res *Result, err error, start time.Time) error {
 	if res.Node == "" {
 		// Before the configuration is loaded: the name it would default to.
 		res.Node, _ = os.Hostname()
 	}
-	res.Settle(err)
-	if exitcode.CodeOf(err) == exitcode.No {
-		res.Error = "" // "no reboot required" is an answer, not an error.
-	}
 	res.DurationMS = time.Since(start).Milliseconds()
 	switch format {
 	case Nagios:
+		res.Settle(err)
 		if werr := writeNagios(stdout, res); werr != nil {
 			return exitcode.New(nagiosUnknown, werr)
 		}
 		return nagiosError(err)
 	case Prom:
+		res.Settle(err)
 		if werr := writeProm(stdout, res, time.Now()); werr != nil && err == nil {
 			return exitcode.Errorf(exitcode.Internal, "%s: write metrics: %w", Tool, werr)
 		}
 		return err
 	default:
-		if werr := report.Write(stdout, format, res); werr != nil && err == nil {
-			return exitcode.Errorf(exitcode.Internal, "%s: write result: %w", Tool, werr)
-		}
-		return err
+		return report.Finish(stdout, format, res, err)
 	}
 }

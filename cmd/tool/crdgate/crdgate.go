@@ -64,6 +64,9 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/alertgate"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
@@ -124,24 +127,55 @@ func writeStream(w io.Writer, name, s string, truncated bool) {
 	}
 }
 
-// Run is the entry point of crd-gate.
+// Run is the entry point of crd-gate: its command tree is one command.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
+	return cli.Dispatch(ctx, Tree(stdout, stderr), args, stdout)
+}
+
+// Tree is crd-gate's command tree: a root without subcommands.
+func Tree(stdout, stderr io.Writer) *ffcli.Command {
+	o := newOptions(stdout)
+	return &ffcli.Command{Name: Tool, ShortUsage: Tool + " [flags]", FlagSet: o.fs,
+		Exec: func(ctx context.Context, args []string) error { return run(ctx, o, args, stdout, stderr) }}
+}
+
+// options are crd-gate's flags.
+type options struct {
+	fs                         *flag.FlagSet
+	c                          cli.Common
+	script, phase, fallbackSet *string
+	root                       *string
+	timeout                    *time.Duration
+	clusterSize                *int
+	dryRun, noLogins           *bool
+	units                      unitList
+	alerts                     alertFlags
+}
+
+func newOptions(stdout io.Writer) *options {
+	o := &options{fs: flag.NewFlagSet(Tool, flag.ContinueOnError)}
+	fs := o.fs
 	fs.SetOutput(stdout) // --help and --version
-	var c cli.Common
-	c.Register(fs)
-	script := fs.String("script", "", "health script `path` (overrides health_script)")
-	timeout := fs.Duration("health-timeout", 0, "kill the script's process group after this `duration`, e.g. 30s (overrides health_timeout_sec)")
-	phase := fs.String("phase", gate.PhasePreLock, "`phase` passed as PHASE: pre-lock, under-lock or post-reboot")
-	clusterSize := fs.Int("cluster-size", 0, "`number` of nodes passed as CLUSTER_SIZE (0: unknown, passed empty; normally set by the daemon)")
-	fallbackSet := fs.String("fallback-set", "", "comma-separated fallback `nodes` passed as FALLBACK_SET (default cluster_policies.fallback_nodes)")
-	dryRun := fs.Bool("dry-run", false, "tell the script no reboot follows (DRY_RUN=true; overrides dry_run)")
-	noLogins := fs.Bool("no-login-sessions", false, "block while an interactive login session is open (overrides gate.no_login_sessions)")
-	var units unitList
-	fs.Var(&units, "inactive-unit", "block while systemd `unit` is active (repeatable; replaces gate.inactive_units; '' for none)")
-	root := fs.String("root", "/", "filesystem root `DIR` that /run/utmp and /proc are read under (for tests and containers)")
-	var alertFlags alertFlags
-	alertFlags.register(fs)
+	o.c.Register(fs)
+	o.script = fs.String("script", "", "health script `path` (overrides health_script)")
+	o.timeout = fs.Duration("health-timeout", 0, "kill the script's process group after this `duration`, e.g. 30s (overrides health_timeout_sec)")
+	o.phase = fs.String("phase", gate.PhasePreLock, "`phase` passed as PHASE: pre-lock, under-lock or post-reboot")
+	cli.Choices(fs, "phase", gate.PhasePreLock, gate.PhaseUnderLock, gate.PhasePostReboot)
+	o.clusterSize = fs.Int("cluster-size", 0, "`number` of nodes passed as CLUSTER_SIZE (0: unknown, passed empty; normally set by the daemon)")
+	o.fallbackSet = fs.String("fallback-set", "", "comma-separated fallback `nodes` passed as FALLBACK_SET (default cluster_policies.fallback_nodes)")
+	o.dryRun = fs.Bool("dry-run", false, "tell the script no reboot follows (DRY_RUN=true; overrides dry_run)")
+	o.noLogins = fs.Bool("no-login-sessions", false, "block while an interactive login session is open (overrides gate.no_login_sessions)")
+	fs.Var(&o.units, "inactive-unit", "block while systemd `unit` is active (repeatable; replaces gate.inactive_units; '' for none)")
+	o.root = fs.String("root", "/", "filesystem root `DIR` that /run/utmp and /proc are read under (for tests and containers)")
+	o.alerts.register(fs)
+	return o
+}
+
+// run is crd-gate with its flags declared.
+func run(ctx context.Context, o *options, args []string, stdout, stderr io.Writer) error {
+	fs, c := o.fs, &o.c
+	script, timeout, phase, clusterSize, fallbackSet := o.script, o.timeout, o.phase, o.clusterSize, o.fallbackSet
+	dryRun, noLogins, units, root := o.dryRun, o.noLogins, &o.units, o.root
 
 	res := &Result{Header: report.Header{Tool: Tool}}
 	res.Phase = *phase
@@ -150,26 +184,26 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 	res.Phase, res.Node = *phase, c.Node
 	if fs.NArg() > 0 {
-		return emit(stdout, &c, res, exitcode.Errorf(exitcode.Config, "crd-gate: unexpected argument %q; see crd-gate --help", fs.Arg(0)))
+		return emit(stdout, c, res, exitcode.Errorf(exitcode.Config, "crd-gate: unexpected argument %q; see crd-gate --help", fs.Arg(0)))
 	}
 	if _, err := c.Output(stdout); err != nil {
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 	logger, err := c.Logger(stderr, Tool)
 	if err != nil {
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 	if *clusterSize < 0 {
-		return emit(stdout, &c, res, exitcode.Errorf(exitcode.Config, "crd-gate: --cluster-size %d: must be 0 (unknown) or more", *clusterSize))
+		return emit(stdout, c, res, exitcode.Errorf(exitcode.Config, "crd-gate: --cluster-size %d: must be 0 (unknown) or more", *clusterSize))
 	}
 	if cli.IsSet(fs, "script") && *script != "" && !filepath.IsAbs(*script) {
 		abs, err := filepath.Abs(*script)
 		if err != nil {
-			return emit(stdout, &c, res, exitcode.Errorf(exitcode.Config, "crd-gate: --script %s: %v", *script, err))
+			return emit(stdout, c, res, exitcode.Errorf(exitcode.Config, "crd-gate: --script %s: %v", *script, err))
 		}
 		*script = abs
 	}
@@ -184,13 +218,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			cfg.Gate.NoLoginSessions = *noLogins
 		}
 		if cli.IsSet(fs, "inactive-unit") {
-			cfg.Gate.InactiveUnits = units
+			cfg.Gate.InactiveUnits = *units
 		}
-		alertFlags.apply(fs, cfg)
+		o.alerts.apply(fs, cfg)
 	})
 	res.Node = cfg.NodeName
 	if err != nil {
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 	gctx := gate.FromConfig(cfg, *phase)
 	gctx.ClusterSize = *clusterSize
@@ -210,7 +244,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	res.Result = gate.Run(ctx, proc.Exec{}, cfg.HealthScript, limit, gctx)
 	err = res.Result.Err()
 	logResult(logger, res, err)
-	return emit(stdout, &c, res, err)
+	return emit(stdout, c, res, err)
 }
 
 func logResult(l *slog.Logger, res *Result, err error) {

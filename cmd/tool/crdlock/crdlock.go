@@ -55,7 +55,6 @@ package crdlock
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -63,15 +62,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"log/slog"
 
-	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
-	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
 const tool = "crd-lock"
@@ -100,70 +96,17 @@ may come before SUBCOMMAND too: crd-lock --config FILE status.
 See crd-lock SUBCOMMAND --help, man crd-lock.
 `
 
-// Run is the entry point of crd-lock.
-func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	// The shared flags may come first (`crd-lock --config C status`), as
-	// etcdctl's global flags do; the daemon's `step` and the guardian are
-	// internal protocols and keep their one order.
-	if moved := cli.SharedFirst(args); len(moved) > 0 && moved[0] != "step" && moved[0] != guardMode {
-		args = moved
-	}
-	if shared, rest := cli.SplitShared(args); len(shared) > 0 && len(rest) == 0 {
-		args = nil // only shared flags: still no subcommand
-	}
-	if len(args) == 0 {
-		// One line on stderr, as for every usage error: it says what to do.
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: a subcommand is required: hold, status, release, complete or serve (see crd-lock SUBCOMMAND --help, man crd-lock)")
-		return writeUsageError(stdout, "", err)
-	}
-	switch args[0] {
-	case "-h", "--help", "-help":
-		fmt.Fprint(stdout, commands)
-		return flag.ErrHelp
-	case "-V", "--version", "-version":
-		fmt.Fprintln(stdout, version.Line(tool))
-		return cli.ErrVersion
-	case "help":
-		// Shared flags around `help` change nothing in the help.
-		if _, rest := cli.SplitShared(args[1:]); len(rest) > 0 && rest[0] != "help" {
-			return Run(ctx, []string{rest[0], "--help"}, stdin, stdout, stderr)
-		}
-		fmt.Fprint(stdout, commands)
-		return nil
-	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "hold":
-		return runHold(ctx, rest, stdin, stdout, stderr)
-	case "status":
-		return runStatus(ctx, rest, stdout, stderr)
-	case "release":
-		return runRelease(ctx, rest, stdout, stderr)
-	case "complete":
-		return runComplete(ctx, rest, stdout, stderr)
-	case "serve":
-		return runServe(ctx, rest, stdout, stderr)
-	case "step":
-		// The daemon's cluster steps (docs/cluster-protocol.md): the error is in
-		// the JSON result the daemon reads, and stderr carries JSON log lines
-		// only, so no plain one-line message there.
-		return cli.Quiet(cluster.RunStep(ctx, rest, stdin, stdout, stderr))
-	case guardMode:
-		return groupguard.Serve(stdin, stdout, stderr)
-	case "acquire":
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: acquire is not supported: a lock held by no living process is exactly the stuck lock to avoid; wrap the work instead: crd-lock hold -- COMMAND (man crd-lock)")
-		return writeUsageError(stdout, sub, err)
-	default:
-		err := exitcode.Errorf(exitcode.Config, "crd-lock: unknown subcommand %q: use hold, status, release, complete or serve", sub)
-		return writeUsageError(stdout, "", err)
-	}
-}
-
 // writeUsageError prints the JSON result of a run that never got to its
 // subcommand (the format is not known yet, so JSON).
 func writeUsageError(stdout io.Writer, sub string, err error) error {
-	r := base{Header: report.Header{Tool: tool}, Subcommand: sub}
-	r.Settle(err)
-	_ = report.Write(stdout, report.JSON, &r)
+	return finishResult(stdout, report.JSON, &base{Header: report.Header{Tool: tool}, Subcommand: sub}, err)
+}
+
+// finishResult ends a subcommand with report.Finish, but returns err
+// whatever the write did: hold's exit status is COMMAND's, and a result
+// written to a closed stdout does not change what was done.
+func finishResult(stdout io.Writer, format report.Format, res report.Settler, err error) error {
+	_ = report.Finish(stdout, format, res, err)
 	return err
 }
 

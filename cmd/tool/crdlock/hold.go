@@ -4,21 +4,17 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/groupguard"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
-	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
 
@@ -48,8 +44,19 @@ type HoldResult struct {
 	// outlives crd-lock (until `crd-lock complete` after the boot, or its TTL).
 	SlotKey  string `json:"slot_key,omitempty"`
 	SlotKept bool   `json:"slot_kept,omitempty"`
+	// Silences: the Alertmanager silences made with the slot (docs/silences.md).
+	Silences *driver.SilenceReport `json:"silences,omitempty"`
 	// Released is true when the lease was revoked after COMMAND ended.
 	Released bool `json:"released"`
+}
+
+// Settle fills the header from err; a COMMAND that ran and failed while
+// the lock held is "command_failed" (its status is the exit code).
+func (r *HoldResult) Settle(err error) {
+	r.Header.Settle(err)
+	if r.CommandExitStatus != nil && *r.CommandExitStatus != 0 && !r.LockLost {
+		r.ExitName = "command_failed"
+	}
 }
 
 // Text renders the result for humans.
@@ -72,174 +79,35 @@ func (r *HoldResult) Text(w io.Writer) error {
 	return nil
 }
 
-func runHold(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("crd-lock hold", flag.ContinueOnError)
-	fs.SetOutput(stdout) // --help and --version
-	f := flags{synopsis: "crd-lock hold [flags] -- COMMAND [ARG...]"}
-	f.register(fs)
-	timeout := fs.Duration("timeout", 0, "give up (exit 4) when the lock is not held after this `duration`; 0 waits forever")
-	purpose := fs.String("purpose", "", "free `text` stored with the lock entry, shown by status")
-	withSlot := fs.Bool("reboot-slot", false, "take this node's reboot slot before COMMAND (waiting while max_holders nodes are down) and keep it after COMMAND succeeds, until `crd-lock complete` after the boot")
-	grace := fs.Duration("kill-grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL: below a third of the TTL (default 10s, or a quarter of the TTL when that is less)")
-	res := &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}
+// runHold is `crd-lock hold`, in the steps of holdsteps.go.
+func runHold(ctx context.Context, o *holdOpts, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	h := &holdRun{o: o, res: &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		if res.CommandExitStatus != nil && *res.CommandExitStatus != 0 && !res.LockLost {
-			res.ExitName = "command_failed"
-		}
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, h.res, err) }
 	// Signals are ours from the start: while waiting they interrupt the wait,
 	// while COMMAND runs they are forwarded to it.
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
-	// "--" ends the flags; the rest is COMMAND.
-	if err := f.parse(fs, args, stdout, &format); err != nil {
+	if err := h.prepare(args, stdout, stderr, &format); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return finish(err)
 	}
-	argv := fs.Args()
-	res.Argv = argv
-	if *timeout < 0 {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: --timeout %s: must not be negative (0 waits for ever)", *timeout))
-	}
-	if *grace < 0 {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: --kill-grace %s: must not be negative", *grace))
-	}
-	if len(argv) == 0 {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: no COMMAND given: crd-lock hold [flags] -- COMMAND [ARGS...]"))
-	}
-	cfg, key, err := f.load(fs)
-	res.Node, res.Key, res.MaxHolders, res.Purpose = cfg.NodeName, key, cfg.MaxHolders, *purpose
-	if err == nil {
-		err = report.CheckField("--purpose", *purpose)
+	client, err := h.acquire(ctx, sigc)
+	if client != nil {
+		defer client.Close()
 	}
 	if err != nil {
 		return finish(err)
 	}
-	logger, err := f.common.Logger(stderr, tool)
+	guard, err := h.startGuardian(stderr)
 	if err != nil {
 		return finish(err)
 	}
-	*grace, err = killGrace(time.Duration(cfg.LockTTLSec)*time.Second, *grace, cli.IsSet(fs, "kill-grace"))
-	if err != nil {
-		return finish(err)
-	}
-	graceMS := grace.Milliseconds()
-	res.KillGraceMS = &graceMS
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: hold: COMMAND %q: %v", argv[0], errors.Unwrap(err)))
-	}
-
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-sigc:
-			cancel()
-		case <-actx.Done():
-		}
-	}()
-	// --timeout bounds the whole wait: connecting, the line, the reboot slot.
-	if *timeout > 0 {
-		var tcancel context.CancelFunc
-		actx, tcancel = context.WithTimeout(actx, *timeout)
-		defer tcancel()
-	}
-	client, err := f.connect(actx, cfg)
-	if err != nil {
-		return finish(err)
-	}
-	defer client.Close()
-	if *withSlot && *purpose == "" {
-		*purpose = "reboot"
-		res.Purpose = *purpose
-	}
-	bootID, _ := reboot.BootID("")
-	machineID := reboot.MachineID("")
-	held, err := lock.Acquire(actx, client, lockOptions(cfg, *purpose, bootID, machineID, logger))
-	var rs *rebootSlot
-	if err == nil && *withSlot {
-		rs, err = takeRebootSlot(actx, client, cfg, held, bootID, machineID, logger)
-		if err != nil {
-			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = held.Release(rctx)
-			rcancel()
-		} else {
-			res.SlotKey = rs.held.Key
-		}
-	}
-	cancel() // stop the interrupt watcher: from here on signals go to COMMAND
-	if err != nil {
-		res.Evicted = errors.Is(err, lock.ErrEvicted)
-		return finish(err)
-	}
-	ann := held.Annotation()
-	wait := held.Waited().Milliseconds()
-	res.FencingToken, res.LeaseID, res.AcquiredAt, res.LockWaitMS = held.FencingToken(), fmt.Sprintf("%x", int64(held.LeaseID())), ann.AcquiredAt, &wait
-	logger.Info("lock acquired", "key", key, "fencing_token", held.FencingToken(), "lease_id", res.LeaseID, "lock_wait_ms", wait)
-
-	// The guardian kills COMMAND's whole process group should crd-lock die
-	// (SIGKILL, OOM): the lease outlives crd-lock by at least 2/3 TTL, the
-	// guardian acts at once.
-	guard, err := groupguard.Start("/proc/self/exe", []string{tool, guardMode}, stderr)
-	if err != nil {
-		if rs != nil {
-			rs.free()
-		}
-		releaseAfterError(held, key, logger)
-		return finish(exitcode.Errorf(exitcode.Internal, "crd-lock: hold: COMMAND not run: %v", err))
-	}
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args = argv
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	cmd.Env = append(os.Environ(),
-		"LOCK_KEY="+key,
-		"FENCING_TOKEN="+strconv.FormatInt(held.FencingToken(), 10),
-		"LEASE_ID="+res.LeaseID,
-		"NODE_NAME="+cfg.NodeName,
-	)
-	if rs != nil {
-		cmd.Env = append(cmd.Env, "SLOT_KEY="+rs.held.Key)
-	}
-	// The guardian's process group, so the whole group can be signalled.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}
-	started := time.Now()
-	status, lost, runErr := supervise(cmd, held, sigc, *grace, logger.Warn)
-	// Nothing COMMAND started in its group may run once the lock is free.
-	guard.Stop()
-	heldMS := time.Since(started).Milliseconds()
-	res.HeldMS = &heldMS
-	if rs != nil {
-		// Before the seat goes: the slot, kept, counts the node without a gap.
-		res.SlotKept = rs.after(status, lost || runErr != nil)
-	}
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	relErr := held.Release(rctx)
-	rcancel()
-	res.Released = relErr == nil && !lost
-	if relErr != nil && !lost {
-		logger.Warn("release failed; the lock frees itself when the lease expires", "key", key, "err", relErr)
-	}
-	if runErr != nil {
-		return finish(runErr)
-	}
-	res.CommandExitStatus = &status
-	if lost {
-		res.LockLost = true
-		return finish(exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold: %v; COMMAND was terminated (status %d)", held.Err(), status))
-	}
-	if status != 0 {
-		return finish(exitcode.Errorf(exitcode.Code(status), "crd-lock: hold: COMMAND %s exited with status %d", argv[0], status))
-	}
-	return finish(nil)
+	return finish(h.outcome(h.underLock(h.command(stdin, stdout, stderr, guard.Pgid()), guard, sigc)))
 }
 
 // supervise runs cmd to its end: signals are forwarded to its process

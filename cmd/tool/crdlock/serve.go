@@ -50,14 +50,10 @@ func (r *ServeResult) Text(w io.Writer) error {
 // runServe is `crd-lock serve fleetlock`: a FleetLock server (lib/fleetlock)
 // for Fedora CoreOS and Flatcar nodes, on this configuration's lock, until
 // SIGINT or SIGTERM.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runServe(ctx context.Context, o *serveOpts, args []string, stdout, stderr io.Writer) error {
 	res := &ServeResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "serve"}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	// Shared flags may come before the service's name too
 	// (`crd-lock --config C serve fleetlock` is `serve --config C fleetlock`).
 	if shared, after := cli.SplitShared(args); len(shared) > 0 && len(after) > 0 && after[0] == "fleetlock" {
@@ -73,20 +69,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: serve: name the service: crd-lock serve fleetlock [flags] (the only one; see man crd-lock)"))
 	}
 	res.Service = "fleetlock"
-	fs := flag.NewFlagSet("crd-lock serve fleetlock", flag.ContinueOnError)
-	fs.SetOutput(stdout) // --help and --version
-	f := flags{synopsis: "crd-lock serve fleetlock [flags]"}
-	f.common.Register(fs)
-	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
-	fs.StringVar(&f.key, "key", "", "lock `key` (overrides lock_key)")
-	fs.IntVar(&f.maxHolders, "max-holders", 0, "how many nodes of a group may be down at once (overrides max_holders)")
-	fs.IntVar(&f.ttl, "ttl", 0, "lease TTL of the short-lived seat in `seconds` (overrides lock_ttl_sec)")
-	listen := fs.String("listen", DefaultFleetLockListen, "`host:port` to serve FleetLock on")
-	certFile := fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (PEM; with --tls-key)")
-	keyFile := fs.String("tls-key", "", "the certificate's private key `file` (PEM)")
-	clientCA := fs.String("tls-client-ca", "", "require client certificates signed by this CA `file` (PEM; needs --tls-cert)")
-	defaultGroup := fs.String("default-group", "", "the lock `group` FleetLock's group \"default\" means (default: the ungrouped lock)")
-	seatTimeout := fs.Duration("seat-timeout", 10*time.Second, "how long a pre-reboot waits for a seat of a busy line before it answers failed_lock_semaphore_full")
+	fs, f := o.fs, &o.f
+	listen, certFile, keyFile, clientCA, defaultGroup, seatTimeout := o.listen, o.certFile, o.keyFile, o.clientCA, o.defaultGroup, o.seatTimeout
 	cfg, key, err := f.setup(fs, rest, stdout, &format, "serve fleetlock")
 	if errors.Is(err, flag.ErrHelp) {
 		return err

@@ -12,11 +12,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
@@ -33,6 +35,10 @@ type rebootSlot struct {
 	held     *slot.Held
 	takenAt  time.Time
 	log      *slog.Logger
+	// sil is this node's configured silence (nil: none), silences what
+	// hold reports of it (slotsilence.go).
+	sil      *silence.Node
+	silences *driver.SilenceReport
 }
 
 // takeRebootSlot waits while the machines present (seats and slots of this
@@ -52,6 +58,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
 	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID), client: client, stateDir: cfg.StateDir, log: logger}
+	r.sil, _ = silence.FromConfig(cfg)
 	waiting := false
 	for {
 		n, err := r.fleet.Count(wctx, held.Entry())
@@ -88,7 +95,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 			return nil, err
 		}
 		if taken {
-			return r, nil
+			return r, r.silence(wctx, cfg, held.FencingToken())
 		}
 	}
 }
@@ -172,6 +179,7 @@ func (r *rebootSlot) after(status int, lost bool) bool {
 	case err != nil:
 		r.log.Warn("cannot renew the reboot slot; it keeps the rest of its TTL", "slot_key", r.held.Key, "err", err)
 	}
+	r.extendSilence()
 	r.log.Info("the reboot slot keeps this node counted until `crd-lock complete` after its boot", "slot_key", r.held.Key,
 		"slot_ttl_sec", int64(r.fleet.TTL/time.Second))
 	return true
@@ -193,6 +201,7 @@ func (r *rebootSlot) free() {
 	if err := slot.RemoveClaim(r.stateDir); err != nil {
 		r.log.Warn("cannot remove the reboot slot claim", "err", err)
 	}
+	r.expireSilences()
 	r.lease = 0
 }
 
@@ -207,6 +216,8 @@ type CompleteResult struct {
 	Kept bool `json:"kept,omitempty"`
 	// MarkerRemoved says the reboot marker of the completed reboot was removed.
 	MarkerRemoved bool `json:"marker_removed,omitempty"`
+	// Silences: the Alertmanager silences expired (or extended, --keep).
+	Silences *driver.SilenceReport `json:"silences,omitempty"`
 }
 
 // Text renders the result for humans.
@@ -234,20 +245,11 @@ func orNone(s string) string {
 // (the claim in state_dir names its lease) once the boot id says the node
 // rebooted, and removes the reboot marker of that reboot; with --keep it
 // renews the slot instead (post-boot checks failing: the fleet waits).
-func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("crd-lock complete", flag.ContinueOnError)
-	fs.SetOutput(stdout) // --help and --version
-	var f flags
-	f.common.Register(fs)
-	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
-	keep := fs.Bool("keep", false, "renew the slot instead of freeing it (the node is back but not yet healthy)")
+func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, stderr io.Writer) error {
+	fs, f, keep := o.fs, &o.f, o.keep
 	res := &CompleteResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "complete"}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, _, err := f.setup(fs, args, stdout, &format, "complete")
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -290,6 +292,7 @@ func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return finish(exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: complete --keep: renewing %s at %s: %v", cl.Key, strings.Join(client.Endpoints(), ","), err))
 		}
 		res.Kept = true
+		res.Silences = completeSilences(ctx, cfg, client, cl.LeaseID(), true, logger)
 		logger.Info("reboot slot renewed", "slot_key", cl.Key, "ttl_sec", ttl)
 		return finish(nil)
 	}
@@ -306,6 +309,7 @@ func runComplete(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := slot.RemoveClaim(cfg.StateDir); err != nil {
 		return finish(err)
 	}
+	res.Silences = completeSilences(ctx, cfg, client, 0, false, logger)
 	if m, err := reboot.ReadMarker(cfg.StateDir); err == nil && m.BootID != boot {
 		if err := reboot.RemoveMarker(cfg.StateDir); err == nil {
 			res.MarkerRemoved = true

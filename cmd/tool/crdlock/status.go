@@ -64,18 +64,11 @@ func describe(e lock.Entry) string {
 	return s
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("crd-lock status", flag.ContinueOnError)
-	fs.SetOutput(stdout) // --help and --version
-	var f flags
-	f.register(fs)
+func runStatus(ctx context.Context, o *statusOpts, args []string, stdout, stderr io.Writer) error {
+	fs, f := o.fs, &o.f
 	res := &StatusResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "status"}, Holders: []lock.Entry{}, Waiters: []lock.Entry{}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, key, err := f.setup(fs, args, stdout, &format, "status")
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -120,21 +113,11 @@ func (r *ReleaseResult) Text(w io.Writer) error {
 	return nil
 }
 
-func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("crd-lock release", flag.ContinueOnError)
-	fs.SetOutput(stdout) // --help and --version
-	var f flags
-	f.register(fs)
-	holder := fs.String("holder", "", "`node` whose entries to release (default this node)")
-	force := fs.Bool("force", false, "release entries of another node (the runbook's \"lock hangs\" case)")
-	leaseless := fs.Bool("leaseless", false, "with --force: delete the entries that have no lease (they never expire and block the lock for ever), whoever wrote them")
+func runRelease(ctx context.Context, o *releaseOpts, args []string, stdout, stderr io.Writer) error {
+	fs, f, holder, force, leaseless := o.fs, &o.f, o.holder, o.force, o.leaseless
 	res := &ReleaseResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "release"}, Released: []lock.Entry{}}
 	format := report.JSON
-	finish := func(err error) error {
-		res.Settle(err)
-		_ = report.Write(stdout, format, res)
-		return err
-	}
+	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, key, err := f.setup(fs, args, stdout, &format, "release")
 	if errors.Is(err, flag.ErrHelp) {
 		return err

@@ -44,6 +44,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/peterbourgon/ff/v3/ffcli"
+
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -77,30 +79,43 @@ func (r *Result) Text(w io.Writer) error {
 	return nil
 }
 
-// Run is the entry point of crd-reboot.
+// Run is the entry point of crd-reboot: its command tree is one command.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return cli.Dispatch(ctx, Tree(stdout, stderr), args, stdout)
+}
+
+// Tree is crd-reboot's command tree: a root without subcommands.
+func Tree(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet(Tool, flag.ContinueOnError)
 	fs.SetOutput(stdout) // --help and --version
-	var c cli.Common
+	c := new(cli.Common)
 	c.Register(fs)
 	dryRun := fs.Bool("dry-run", false, "report what would be run; write no marker, run nothing (overrides dry_run)")
 	stateDir := fs.String("state-dir", "", "`directory` for the reboot marker (overrides state_dir)")
 	killSwitch := fs.String("kill-switch-file", "", "reboots are disabled while this `file` exists (overrides kill_switch_file)")
+	return &ffcli.Command{Name: Tool, ShortUsage: Tool + " [flags] [--] [REBOOT-COMMAND...]", FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			return run(ctx, fs, c, dryRun, stateDir, killSwitch, args, stdout, stderr)
+		}}
+}
+
+// run is crd-reboot with its flags declared.
+func run(ctx context.Context, fs *flag.FlagSet, c *cli.Common, dryRun *bool, stateDir, killSwitch *string, args []string, stdout, stderr io.Writer) error {
 
 	res := &Result{Header: report.Header{Tool: Tool}}
 	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 	res.Node = c.Node
 	if _, err := c.Output(stdout); err != nil {
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 	logger, err := c.Logger(stderr, Tool)
 	if err != nil {
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 	cfg, err := c.Load(fs, func(cfg *config.Config) {
 		if cli.IsSet(fs, "dry-run") {
@@ -119,7 +134,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	res.Node = cfg.NodeName
 	res.DryRun, res.Command = cfg.DryRun, cfg.RebootCommand
 	if err != nil {
-		return emit(stdout, &c, res, err)
+		return emit(stdout, c, res, err)
 	}
 
 	opts := reboot.FromConfig(cfg)
@@ -139,7 +154,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case code == exitcode.RebootFailed && res.CommandStderr != "":
 		logger.Error("reboot command failed", "stderr", res.CommandStderr)
 	}
-	return emit(stdout, &c, res, err)
+	return emit(stdout, c, res, err)
 }
 
 // emit prints the one JSON (or text) object and returns err (cli.Emit).

@@ -42,6 +42,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/peterbourgon/ff/v3/ffcli"
+
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -122,15 +124,29 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // run is Run with the clock injected.
 func run(args []string, stdout, stderr io.Writer, now func() time.Time) error {
+	return cli.Dispatch(context.Background(), tree(stdout, stderr, now), args, stdout)
+}
+
+// Tree is crd-window's command tree: a root without subcommands.
+func Tree(stdout, stderr io.Writer) *ffcli.Command { return tree(stdout, stderr, time.Now) }
+
+func tree(stdout, stderr io.Writer, now func() time.Time) *ffcli.Command {
 	fs := flag.NewFlagSet(tool, flag.ContinueOnError)
 	fs.SetOutput(stdout) // --help and --version
-	var c cli.Common
+	c, o := new(cli.Common), new(options)
 	c.Register(fs)
-	var o options
 	fs.StringVar(&o.at, "at", "", "evaluate at this `time` (RFC3339, e.g. 2026-12-01T22:30:00+01:00) instead of now")
 	fs.Var(&o.allow, "allow", "allow window `spec` (repeatable; replaces windows.allow; none for no window)")
 	fs.Var(&o.deny, "deny", "deny window `spec` (repeatable; replaces windows.deny; none for no window)")
 	fs.StringVar(&o.timezone, "timezone", "", "IANA time `zone` the windows are read in (replaces windows.timezone; Local is the host's)")
+	return &ffcli.Command{Name: tool, ShortUsage: tool + " [flags]", FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			return evaluateArgs(fs, c, o, args, stdout, stderr, now)
+		}}
+}
+
+// evaluateArgs is crd-window with its flags declared.
+func evaluateArgs(fs *flag.FlagSet, c *cli.Common, o *options, args []string, stdout, stderr io.Writer, now func() time.Time) error {
 
 	res := &Result{Header: report.Header{Tool: tool}, Allow: []string{}, Deny: []string{}}
 	format := report.JSON
@@ -145,16 +161,12 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) error {
 		}
 	}
 	if err == nil {
-		err = evaluate(fs, &c, &o, res, stderr, now)
+		err = evaluate(fs, c, o, res, stderr, now)
 	}
 	if res.Node == "" {
 		res.Node = c.Node
 	}
-	res.Settle(err)
-	if werr := report.Write(stdout, format, res); werr != nil && err == nil {
-		return exitcode.Errorf(exitcode.Internal, "%s: write result: %w", tool, werr)
-	}
-	return err
+	return report.Finish(stdout, format, res, err)
 }
 
 // options are crd-window's own flags.

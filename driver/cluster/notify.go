@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+)
+
+// Notifications are sent only from here, the cluster child: Send queues and
+// returns, a sender per destination delivers in the background, and
+// notifyAfter, once the step's work is done (the lock released, the reboot
+// command run), gives them one more notifications.timeout_sec and puts what
+// happened in the step's JSON (docs/notifications.md).
+
+// notifiedDir is where once-per-cluster notifications are recorded:
+// <ns>notified/<event>/<id>, created only if absent, on a lease of
+// notifiedTTL (the record only has to outlive the condition it reports).
+func notifiedDir(ns string) string { return ns + "notified/" }
+
+const notifiedTTL = 24 * 3600
+
+// notifiedFile, in state_dir, remembers the blocked episode already
+// reported, so node_blocked and reboot_loop go out once per episode.
+const notifiedFile = "notified-blocked.json"
+
+// notify queues f (filled with this node's defaults) when the event is
+// configured; it never waits for a destination.
+func (s *session) notify(f notifyevents.Fields) {
+	if !s.cfg.Notifications.Wants(f.Event) {
+		return
+	}
+	if s.notifier == nil {
+		s.notifier = notifyevents.New(s.cfg.Notifications, s.log.With("component", "notify"))
+	}
+	if f.Node == "" {
+		f.Node = s.cfg.NodeName
+	}
+	if f.Group == "" {
+		f.Group = s.cfg.Group
+	}
+	if f.Lock == "" {
+		f.Lock = s.lockKey()
+	}
+	f.Time = notifyevents.Stamp(s.w.now())
+	s.notifier.Send(f)
+}
+
+// notifyOnce sends f only if no node sent it before: it creates
+// <ns>notified/<event>/<id> unless it exists, and the node whose
+// transaction created it sends. An etcd failure sends nothing (at most once).
+func (s *session) notifyOnce(ctx context.Context, id string, f notifyevents.Fields) {
+	if !s.cfg.Notifications.Wants(f.Event) {
+		return
+	}
+	key := notifiedDir(s.ns) + f.Event + "/" + id
+	rctx, cancel := s.rpcCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	lease, err := s.client.Grant(rctx, notifiedTTL)
+	if err != nil {
+		s.log.Warn("cannot record a once-per-cluster notification; not sent", "event", "notify_failed", "notification", f.Event, "key", key, "error", err.Error())
+		return
+	}
+	val, _ := json.Marshal(map[string]string{"by": s.cfg.NodeName, "at": notifyevents.Stamp(s.w.now())})
+	resp, err := s.client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID))).Commit()
+	if err != nil || !resp.Succeeded {
+		_, _ = s.client.Revoke(rctx, lease.ID)
+		if err != nil {
+			s.log.Warn("cannot record a once-per-cluster notification; not sent", "event", "notify_failed", "notification", f.Event, "key", key, "error", err.Error())
+		} else {
+			s.log.Debug("notification already sent by another node", "notification", f.Event, "key", key)
+		}
+		return
+	}
+	s.notify(f)
+}
+
+// notifyAfter sends what a finished step is to report (pause, resume, a
+// long blocked episode on publish), then waits for the queued
+// notifications (at most notifications.timeout_sec more) and records them
+// in the step's JSON.
+func (s *session) notifyAfter(ctx context.Context, step string, pa driver.PublishArgs, res any, err error) {
+	if !s.cfg.Notifications.Enabled() {
+		return
+	}
+	if err == nil {
+		switch r := res.(type) {
+		case *driver.PauseResult:
+			if r.Changed && step == driver.StepPause && r.Paused != nil {
+				s.notify(notifyevents.Fields{Event: config.NotifyPaused, By: r.Paused.By, Reason: r.Paused.Reason, Since: notifyevents.Stamp(r.Paused.Since)})
+			} else if r.Changed && step == driver.StepResume {
+				s.notify(notifyevents.Fields{Event: config.NotifyResumed, By: s.cfg.NodeName})
+			}
+		case *driver.PublishResult:
+			s.notifyBlocked(pa)
+			s.noticeExpiredSlots(ctx)
+		}
+	}
+	if s.notifier == nil {
+		return
+	}
+	rep := s.notifier.Wait()
+	n := &driver.Notifications{}
+	for _, d := range rep.Sent {
+		n.Sent = append(n.Sent, driver.NotificationDelivery(d))
+	}
+	for _, d := range rep.Failed {
+		n.Failed = append(n.Failed, driver.NotificationDelivery(d))
+	}
+	switch r := res.(type) {
+	case *CycleResult:
+		r.Notifications = n
+	case *driver.PublishResult:
+		r.Notifications = n
+	case *driver.CompleteResult:
+		r.Notifications = n
+	case *driver.PauseResult:
+		r.Notifications = n
+	}
+}
+
+// blockedRecord is notifiedFile: the blocked episodes (their start) already
+// reported, per event.
+type blockedRecord map[string]string
+
+// notifyBlocked sends reboot_loop at once and node_blocked after
+// blocked_after_sec, each once per blocked episode (the daemon passes since
+// when and why on every publish). Waiting for a window or a cluster-wide
+// pause or an operator's hold is not reported: those are plans, not trouble.
+func (s *session) notifyBlocked(a driver.PublishArgs) {
+	if (a.State != policy.StateBlocked && a.State != policy.StatePostReboot) || a.BlockedSince.IsZero() {
+		return
+	}
+	path := filepath.Join(s.cfg.StateDir, notifiedFile)
+	rec := blockedRecord{}
+	if b, err := os.ReadFile(path); err == nil {
+		_ = json.Unmarshal(b, &rec)
+	}
+	since := notifyevents.Stamp(a.BlockedSince)
+	f := notifyevents.Fields{Reason: a.BlockedReason, Detail: a.Detail, Since: since}
+	changed := false
+	if a.BlockedReason == driver.ReasonRebootLoop && rec[config.NotifyRebootLoop] != since {
+		f.Event = config.NotifyRebootLoop
+		s.notify(f)
+		rec[config.NotifyRebootLoop], changed = since, true
+	}
+	quiet := slices.Contains([]string{driver.ReasonWindow, driver.ReasonPaused, driver.ReasonHeld}, a.BlockedReason)
+	after := time.Duration(s.cfg.Notifications.BlockedAfterSec) * time.Second
+	if !quiet && s.w.now().Sub(a.BlockedSince) >= after && rec[config.NotifyNodeBlocked] != since {
+		f.Event = config.NotifyNodeBlocked
+		s.notify(f)
+		rec[config.NotifyNodeBlocked], changed = since, true
+	}
+	if !changed {
+		return
+	}
+	b, _ := json.Marshal(rec)
+	if err := writeFileAtomic(path, b); err != nil {
+		s.log.Warn("cannot remember the blocked episode notified; it may be notified again", "event", "state_dir_error", "file", path, "error", err.Error())
+	}
+}
+
+// completeNotify is complete, then reboot_completed (with the time from the
+// reboot request to now) and, when the slot had expired meanwhile,
+// slot_expired (once per cluster: other nodes may have noticed it too).
+func (s *session) completeNotify(ctx context.Context, res *driver.CompleteResult) error {
+	m, merr := reboot.ReadMarker(s.cfg.StateDir)
+	cl, hasClaim, _ := slot.ReadClaim(s.cfg.StateDir)
+	if boot, _, berr := s.w.ids(); merr == nil && berr == nil && boot != m.BootID {
+		s.clearInflight(ctx) // before the slot is freed: never a false slot_expired
+	}
+	err := s.complete(ctx, res)
+	if err != nil || merr != nil || !s.cfg.Notifications.Enabled() {
+		return err
+	}
+	if boot, _, berr := s.w.ids(); berr != nil || boot == m.BootID {
+		return nil
+	}
+	token, _ := strconv.ParseInt(m.Extra["fencing_token"], 10, 64)
+	f := notifyevents.Fields{Event: config.NotifyRebootCompleted, FencingToken: token, Slot: m.Extra["slot_key"], Since: notifyevents.Stamp(m.RequestedAt)}
+	f.SetDuration(s.w.now().Sub(m.RequestedAt))
+	s.notify(f)
+	if hasClaim && !res.Freed {
+		s.notifyOnce(ctx, s.cfg.NodeName+"-"+cl.Lease, notifyevents.Fields{Event: config.NotifySlotExpired, FencingToken: token, Slot: cl.Key, Since: sinceOf(cl.Since),
+			Detail: fmt.Sprintf("the node came back after its slot had expired (reboot_slot_ttl_sec %d): other nodes may have rebooted meanwhile", s.cfg.RebootSlotTTLSec)})
+	}
+	return nil
+}
+
+// sinceOf shortens a claim's RFC 3339 time with fractions to seconds.
+func sinceOf(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return notifyevents.Stamp(t)
+}
+
+// notifyStarting is sent when the slot is taken: the hooks and the reboot
+// command follow at once, without waiting for it.
+func (c *cycleRun) notifyStarting() {
+	c.slotTaken = true
+	c.markInflight()
+	c.notify(notifyevents.Fields{Event: config.NotifyRebootStarting, FencingToken: c.res.FencingToken, Slot: c.res.SlotKey})
+}
+
+// notifyFailed reports a reboot aborted or failed after its slot was taken.
+func (c *cycleRun) notifyFailed(err error) {
+	if err == nil || !c.slotTaken {
+		return
+	}
+	if c.res.Reboot == nil || !c.res.Reboot.CommandStarted {
+		c.clearInflight(c.ctx) // the slot was freed
+	}
+	c.notify(notifyevents.Fields{Event: config.NotifyRebootFailed, FencingToken: c.res.FencingToken, Slot: c.fleet.Key(),
+		Reason: c.res.Reason, Detail: c.res.Detail})
+}

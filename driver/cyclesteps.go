@@ -1,0 +1,137 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// Steps 1-4 of the cycle, run in this process by RunOnce in this order
+// (docs/architecture.md, "The cycle"). Each records its decision in out and
+// reports whether the cycle stops at it.
+
+// stepKillSwitch is step 1: the kill switch file, then the cluster pause and
+// this node's hold as the last view has them. It reports whether the cycle
+// stops here.
+func (d *Driver) stepKillSwitch(ctx context.Context, cfg config.Config, now time.Time, out *Outcome) bool {
+	if set, reason, err := d.deps.KillSwitch(cfg.KillSwitchFile); set {
+		if err != nil {
+			d.log.Warn("kill switch undeterminable", "event", "kill_switch_error", "error", err)
+		}
+		out.block(1, "kill_switch", ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
+		d.refreshRequired(ctx, cfg, now)
+		return true
+	}
+	if p := d.View().Paused; p != nil {
+		out.block(1, "kill_switch", ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
+		d.refreshRequired(ctx, cfg, now)
+		return true
+	}
+	if h := d.View().Held(cfg.NodeName); h != nil {
+		out.block(1, "kill_switch", ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
+		d.refreshRequired(ctx, cfg, now)
+		return true
+	}
+	out.step(1, "kill_switch", DecisionPass, "", "kill switch not set")
+	return false
+}
+
+// stepDetect is step 2: the detectors (or an operator's reboot request) and
+// the reboot-loop guard. It reports whether the cycle stops here; a node
+// that needs no reboot stops idle.
+func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, now time.Time, out *Outcome) bool {
+	rep := d.deps.Detect.Detect(ctx, cfg)
+	if d.metrics != nil {
+		d.metrics.LastCheck.Set(float64(now.Unix()))
+	}
+	if rep.Err != nil {
+		if exitcode.CodeOf(rep.Err) == exitcode.Interrupted || ctx.Err() != nil {
+			out.block(2, "detect", ReasonInterrupted, "stopped during detection")
+			return true
+		}
+		out.block(2, "detect", ReasonDetector, rep.Err.Error())
+		return true
+	}
+	d.setRequired(rep.RebootRequired, now)
+	// An operator's reboot request comes with the view the publisher read
+	// (no etcd read here: an idle node does not ask etcd every cycle).
+	requested := d.View().Requested(cfg.NodeName)
+	if !rep.RebootRequired && requested == nil {
+		d.mu.Lock()
+		d.attempt = 0
+		d.mu.Unlock()
+		out.step(2, "detect", DecisionBlock, ReasonNotNeeded, "no detector says a reboot is needed")
+		out.Action, out.Reason, out.Detail, out.Step = ActionIdle, ReasonNotNeeded, "no reboot needed", 2
+		return true
+	}
+	fired := ""
+	for _, r := range rep.Fired() {
+		if fired != "" {
+			fired += ", "
+		}
+		fired += r.Name
+		out.Detectors = append(out.Detectors, r.Name)
+		if r.Detail != "" {
+			fired += " (" + r.Detail + ")"
+		}
+	}
+	if blocked, detail := d.loopCheck(cfg, now, mode); blocked {
+		out.block(2, "detect", ReasonRebootLoop, detail)
+		return true
+	}
+	if fired == "" && requested != nil {
+		fired = fmt.Sprintf("requested by %s since %s: %s", requested.By, requested.Since.UTC().Format(time.RFC3339), requested.Reason)
+	}
+	out.step(2, "detect", DecisionPass, "", "reboot needed: "+fired)
+	return false
+}
+
+// stepWindow is step 3: the maintenance windows. It reports whether the
+// cycle stops here.
+func (d *Driver) stepWindow(cfg config.Config, now time.Time, out *Outcome) bool {
+	dec, err := d.deps.Windows.At(cfg, now)
+	if err != nil {
+		out.block(3, "window", ReasonWindow, err.Error())
+		return true
+	}
+	if !dec.Open {
+		detail := dec.Reason
+		if !dec.NextOpen.IsZero() {
+			detail += "; next opening " + dec.NextOpen.Format(time.RFC3339)
+		}
+		out.block(3, "window", ReasonWindow, detail)
+		return true
+	}
+	out.step(3, "window", DecisionPass, "", dec.Reason)
+	return false
+}
+
+// stepPolicyGate is step 4: the built-in policies on the last view, then the
+// health gate in phase pre-lock. It reports whether the cycle stops here.
+func (d *Driver) stepPolicyGate(ctx context.Context, cfg config.Config, mode Mode, now time.Time, out *Outcome) bool {
+	view := d.viewFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
+	pd := policy.Evaluate(view, cfg.NodeName, cfg.ClusterPolicies)
+	if !pd.Allowed {
+		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)
+		return true
+	}
+	out.step(4, "policy", DecisionPass, "", pd.Reason)
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, view)
+	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
+		// Not an answer of the script: neither counted nor logged as unhealthy.
+		out.block(4, "health", ReasonInterrupted, "stopped during the health check")
+		return true
+	}
+	d.countHealth(gr)
+	if !gr.Healthy {
+		out.block(4, "health", ReasonHealth, gr.Reason)
+		return true
+	}
+	out.step(4, "health", DecisionPass, "", gr.Reason)
+	return false
+}

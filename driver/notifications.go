@@ -1,0 +1,63 @@
+package driver
+
+import (
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// NotificationDelivery is one notification to one destination, as a step
+// reports it (lib/notifyevents.Delivery in JSON; this package links no
+// network code).
+type NotificationDelivery struct {
+	Event string `json:"event"`
+	// Destination is the URL masked (config.MaskURL): never a secret.
+	Destination string `json:"destination"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Notifications is what a step's notifications became (docs/notifications.md).
+type Notifications struct {
+	Sent   []NotificationDelivery `json:"sent,omitempty"`
+	Failed []NotificationDelivery `json:"failed,omitempty"`
+}
+
+// countNotifications adds a step's notifications to
+// clusterrebootd_notifications_{sent,failed}_total.
+func (d *Driver) countNotifications(n *Notifications) {
+	if d.metrics == nil || n == nil {
+		return
+	}
+	for _, s := range n.Sent {
+		d.metrics.NotifySent.Inc(s.Event)
+	}
+	for _, f := range n.Failed {
+		d.metrics.NotifyFailed.Inc(f.Event)
+	}
+}
+
+// touchNotifyMetrics shows every event at 0 in both series.
+func (m *Metrics) touchNotifyMetrics() {
+	for _, e := range config.NotifyEvents() {
+		m.NotifySent.Touch(e)
+		m.NotifyFailed.Touch(e)
+	}
+}
+
+// blockedEpisode is since when this node is blocked (or back from its
+// reboot but failing the post-reboot checks, keeping its slot) without a
+// break, and the reason now; zero when it is neither. The publish step gets it and
+// sends node_blocked or reboot_loop (the daemon sends nothing itself).
+func (d *Driver) blockedEpisode(st Status, now time.Time) (time.Time, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if st.State != policy.StateBlocked && st.State != policy.StatePostReboot {
+		d.blockedSince = time.Time{}
+		return time.Time{}, ""
+	}
+	if d.blockedSince.IsZero() {
+		d.blockedSince = now
+	}
+	return d.blockedSince, st.Reason
+}

@@ -1,0 +1,109 @@
+// Package testsupport holds the helpers that the tests of several packages
+// share: a buffer a test can read while a goroutine writes it, an etcd client
+// that closes with the test, a poll for a condition and a check that a
+// process is gone.
+//
+// Only _test.go files import it (lib/buildtest checks): it imports testing
+// and the etcd client, which the product's binaries must not link for it.
+// The embedded etcd server that such tests share is started by
+// etcdtest.RunMain (lib/etcd/etcdtest), which the benchmarks use too.
+package testsupport
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// SyncBuffer is a bytes.Buffer safe for a writer and a concurrent reader
+// (a daemon's log that the test watches while the daemon runs).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// NewClient connects to the etcd at endpoint and closes the client when the
+// test ends.
+func NewClient(t testing.TB, endpoint string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// pollEvery is how often Eventually asks again.
+const pollEvery = 10 * time.Millisecond
+
+// Eventually polls cond until it holds, and fails the test with what when it
+// does not within limit.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", limit, what)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// Running reports whether process pid exists and is not a zombie. A process
+// killed with its group is re-parented to init, which reaps it a moment
+// later: until then it is a zombie, and gone for a test's purposes.
+func Running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The command name, in parentheses, may hold spaces: the state follows
+	// the last ") ".
+	i := strings.LastIndex(string(b), ") ")
+	return i < 0 || !strings.HasPrefix(string(b[i+2:]), "Z")
+}
+
+// WaitGone fails the test when process pid still runs after limit (the
+// processes of a group that was sent SIGKILL, which the kernel ends a moment
+// later).
+func WaitGone(t testing.TB, pid int, limit time.Duration, what string) {
+	t.Helper()
+	Eventually(t, limit, what+" (pid "+strconv.Itoa(pid)+") ended", func() bool { return !Running(pid) })
+}
+
+// ReadPID reads the process id a test's script wrote to path (`echo $! >
+// path`), failing the test when there is none.
+func ReadPID(t testing.TB, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pid
+}
