@@ -24,7 +24,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
-	"github.com/clusterrebootd/clusterrebootd/lib/matcher"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
 )
 
 // maxBody bounds an answer read from Alertmanager.
@@ -38,8 +38,9 @@ type Checker struct {
 	// Alerts and PromQL are gate.alerts and gate.promql.
 	Alerts []config.AlertCheck
 	PromQL []config.PromQLCheck
-	// Node fills {{.Node}} in matchers and expressions.
-	Node string
+	// Data fills {{.Node}}, {{.Group}} and {{.Lock}} in matchers and
+	// expressions.
+	Data matcher.Data
 	// Client makes the requests (nil: a client with the default transport,
 	// which honours HTTP(S)_PROXY and NO_PROXY).
 	Client *http.Client
@@ -49,7 +50,7 @@ type Checker struct {
 
 // New is the Checker of cfg's gate section.
 func New(cfg config.Config) Checker {
-	return Checker{Alerts: cfg.Gate.Alerts, PromQL: cfg.Gate.PromQL, Node: cfg.NodeName}
+	return Checker{Alerts: cfg.Gate.Alerts, PromQL: cfg.Gate.PromQL, Data: config.MatcherData(cfg)}
 }
 
 // Configured reports whether cfg has an alert or PromQL check; when it has
@@ -101,7 +102,18 @@ func (c Checker) now() time.Time {
 	return time.Now()
 }
 
-func (c Checker) data() matcher.TemplateData { return matcher.TemplateData{Node: c.Node} }
+// render expands and parses templated matchers.
+func (c Checker) render(texts []string) ([]matcher.Matcher, error) {
+	out := make([]matcher.Matcher, 0, len(texts))
+	for _, t := range texts {
+		m, err := matcher.RenderOne(t, c.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
 
 func timeout(sec int) time.Duration {
 	return time.Duration(config.MonitorTimeoutSec(sec)) * time.Second

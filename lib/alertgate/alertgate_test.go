@@ -13,6 +13,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
 )
 
 // fakeServer answers path with status and body, and records the queries.
@@ -86,7 +87,7 @@ func TestAlertmanager(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, queries := fakeServer(t, tt.status, tt.body, tt.delay)
 			tt.check.URL = srv.URL
-			c := Checker{Alerts: []config.AlertCheck{tt.check}, Node: "web-1"}
+			c := Checker{Alerts: []config.AlertCheck{tt.check}, Data: matcher.Data{Node: "web-1"}}
 			res, err := c.Check(context.Background(), gate.PhasePreLock)
 			if err != nil || len(res) != 1 {
 				t.Fatalf("Check = %v, %v", res, err)
@@ -207,7 +208,7 @@ func TestPromQL(t *testing.T) {
 			srv, queries := fakeServer(t, tt.status, tt.body, 0)
 			tt.check.URL = srv.URL
 			tt.check.Expr = `errors{instance=~"{{.Node}}:.*"}`
-			c := Checker{PromQL: []config.PromQLCheck{tt.check}, Node: "web-1", Now: func() time.Time { return time.Unix(1700000000, 0) }}
+			c := Checker{PromQL: []config.PromQLCheck{tt.check}, Data: matcher.Data{Node: "web-1"}, Now: func() time.Time { return time.Unix(1700000000, 0) }}
 			res, err := c.Check(context.Background(), gate.PhasePostReboot)
 			if err != nil || len(res) != 1 {
 				t.Fatalf("Check = %v, %v", res, err)

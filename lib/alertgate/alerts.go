@@ -15,7 +15,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
-	"github.com/clusterrebootd/clusterrebootd/lib/matcher"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
 )
 
 // amAlert is the part of Alertmanager's v2 gettableAlert the check reads.
@@ -38,11 +38,11 @@ type alert struct {
 func (c Checker) alerts(ctx context.Context, a config.AlertCheck) gate.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout(a.TimeoutSec))
 	defer cancel()
-	match, err := matcher.ParseAll(a.Match, c.data())
+	match, err := c.render(a.Match)
 	if err != nil {
 		return unknown(gate.CheckAlerts, a.URL, err)
 	}
-	exclude, err := matcher.ParseAll(a.Exclude, c.data())
+	exclude, err := c.render(a.Exclude)
 	if err != nil {
 		return unknown(gate.CheckAlerts, a.URL, err)
 	}
@@ -62,7 +62,7 @@ func (c Checker) alerts(ctx context.Context, a config.AlertCheck) gate.CheckResu
 	keys := keyLabels(match)
 	var blocking []string
 	for _, al := range seen {
-		if !matcher.All(match, al.labels) || anyMatches(exclude, al.labels) {
+		if !allMatch(match, al.labels) || anyMatches(exclude, al.labels) {
 			continue
 		}
 		blocking = append(blocking, describeAlert(al, keys))
@@ -77,9 +77,20 @@ func (c Checker) alerts(ctx context.Context, a config.AlertCheck) gate.CheckResu
 		Reason: fmt.Sprintf("%d matching alert(s) firing at %s (%s): %s", len(blocking), u, source, named(blocking))}
 }
 
+// allMatch reports whether labels satisfy every matcher (a missing label
+// is "", as in Alertmanager); true for none.
+func allMatch(ms []matcher.Matcher, labels map[string]string) bool {
+	for _, m := range ms {
+		if !m.Matches(labels[m.Name]) {
+			return false
+		}
+	}
+	return true
+}
+
 func anyMatches(ms []matcher.Matcher, labels map[string]string) bool {
 	for _, m := range ms {
-		if m.Matches(labels) {
+		if m.Matches(labels[m.Name]) {
 			return true
 		}
 	}

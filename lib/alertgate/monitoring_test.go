@@ -10,6 +10,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
 	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
 )
 
 // testRules fires CrdTestDown while the target's crd_test_down gauge is
@@ -50,9 +51,9 @@ func TestRealServers(t *testing.T) {
 	stopProm := sync.OnceFunc(prom.Stop)
 	t.Cleanup(stopProm)
 	zero, one := 0.0, 1.0
-	fromAM := Checker{Node: "node-a", Alerts: []config.AlertCheck{{URL: am.URL, Match: []string{`severity="critical"`}}}}
-	fromProm := Checker{Node: "node-a", Alerts: []config.AlertCheck{{URL: prom.URL, Source: config.SourcePrometheus, Match: []string{`alertname="CrdTestDown"`}}}}
-	bounded := Checker{Node: "node-a", PromQL: []config.PromQLCheck{{URL: prom.URL, Expr: "max(crd_test_down)", Min: &zero, Max: &zero}}}
+	fromAM := Checker{Data: matcher.Data{Node: "node-a"}, Alerts: []config.AlertCheck{{URL: am.URL, Match: []string{`severity="critical"`}}}}
+	fromProm := Checker{Data: matcher.Data{Node: "node-a"}, Alerts: []config.AlertCheck{{URL: prom.URL, Source: config.SourcePrometheus, Match: []string{`alertname="CrdTestDown"`}}}}
+	bounded := Checker{Data: matcher.Data{Node: "node-a"}, PromQL: []config.PromQLCheck{{URL: prom.URL, Expr: "max(crd_test_down)", Min: &zero, Max: &zero}}}
 
 	// Quiet: every check passes once the gauge has been scraped.
 	deadline := time.Now().Add(monitortest.StartTimeout)

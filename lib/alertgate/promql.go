@@ -10,7 +10,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
-	"github.com/clusterrebootd/clusterrebootd/lib/matcher"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
 )
 
 // sample is one value of a query result, named by its series.
@@ -24,7 +24,7 @@ func (c Checker) promql(ctx context.Context, q config.PromQLCheck) gate.CheckRes
 	ctx, cancel := context.WithTimeout(ctx, timeout(q.TimeoutSec))
 	defer cancel()
 	u := config.RedactURL(q.URL)
-	expr, err := matcher.Expand(q.Expr, c.data())
+	expr, err := matcher.Expand(q.Expr, c.Data)
 	if err != nil {
 		return unknown(gate.CheckPromQL, q.URL, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/matcher"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
 )
 
 // Sources of an alert check.
@@ -50,6 +50,12 @@ type PromQLCheck struct {
 	Phases     []string `yaml:"phases"`
 }
 
+// MatcherData is what the templates of gate.alerts matchers and gate.promql
+// expressions see: {{.Node}}, {{.Group}}, {{.Lock}} (as for silences).
+func MatcherData(c Config) matcher.Data {
+	return matcher.Data{Node: c.NodeName, Group: c.Group, Lock: strings.TrimSuffix(c.LockKey, "/")}
+}
+
 // HasMonitorChecks reports whether the gate has an alert or PromQL check.
 func (g GateChecks) HasMonitorChecks() bool { return len(g.Alerts) > 0 || len(g.PromQL) > 0 }
 
@@ -78,7 +84,7 @@ func InPhase(phases []string, phase string) bool {
 // matchers (as templates of the node name), bounds, timeouts and phases.
 func (v *validator) monitorChecks() {
 	g := v.cfg.Gate
-	data := matcher.TemplateData{Node: v.cfg.NodeName}
+	data := MatcherData(*v.cfg)
 	if data.Node == "" {
 		data.Node = "node"
 	}
@@ -95,12 +101,12 @@ func (v *validator) monitorChecks() {
 			v.bad(f+".source", "%q is not alertmanager or prometheus", a.Source)
 		}
 		for j, m := range a.Match {
-			if _, err := matcher.ParseTemplate(m, data); err != nil {
+			if _, err := matcher.RenderOne(m, data); err != nil {
 				v.bad(fmt.Sprintf("%s.match[%d]", f, j), "%v", err)
 			}
 		}
 		for j, m := range a.Exclude {
-			if _, err := matcher.ParseTemplate(m, data); err != nil {
+			if _, err := matcher.RenderOne(m, data); err != nil {
 				v.bad(fmt.Sprintf("%s.exclude[%d]", f, j), "%v", err)
 			}
 		}

@@ -43,9 +43,9 @@ func TestMonitorChecksErrors(t *testing.T) {
 		{"bad port", "gate:\n  alerts:\n    - url: http://am:99999\n", `port "99999" is not 1-65535`},
 		{"bad source", "gate:\n  alerts:\n    - {url: http://am:9093, source: grafana}\n", `gate.alerts[0].source: "grafana" is not alertmanager or prometheus`},
 		{"pending on alertmanager", "gate:\n  alerts:\n    - {url: http://am:9093, include_pending: true}\n", "gate.alerts[0].include_pending: only a prometheus source"},
-		{"bad matcher with line", "gate:\n  alerts:\n    - url: http://am:9093\n      match:\n        - severity=\"critical\"\n        - severity<3\n", "config.yaml:6: gate.alerts[0].match[1]: matcher \"severity<3\": expected =, !=, =~ or !~"},
-		{"bad regexp", "gate:\n  alerts:\n    - url: http://am:9093\n      exclude: ['a=~\"(\"']\n", "gate.alerts[0].exclude[0]: matcher \"a=~\\\"(\\\"\": bad regular expression"},
-		{"unknown template field", "gate:\n  alerts:\n    - url: http://am:9093\n      match: ['instance=\"{{.Host}}\"']\n", "only {{.Node}} is known"},
+		{"bad matcher with line", "gate:\n  alerts:\n    - url: http://am:9093\n      match:\n        - severity=\"critical\"\n        - severity<3\n", "config.yaml:6: gate.alerts[0].match[1]: \"severity<3\": after the label name severity comes one of =, !=, =~ or !~"},
+		{"bad regexp", "gate:\n  alerts:\n    - url: http://am:9093\n      exclude: ['a=~\"(\"']\n", "gate.alerts[0].exclude[0]: \"a=~\\\"(\\\"\": the regex does not compile"},
+		{"unknown template field", "gate:\n  alerts:\n    - url: http://am:9093\n      match: ['instance=\"{{.Host}}\"']\n", "gate.alerts[0].match[0]: template \"instance=\\\"{{.Host}}\\\"\": {{.Host}}: unknown field .Host"},
 		{"bad phase", "gate:\n  alerts:\n    - {url: http://am:9093, phases: [later]}\n", `gate.alerts[0].phases[0]: "later" is not pre-lock`},
 		{"negative timeout", "gate:\n  alerts:\n    - {url: http://am:9093, timeout_sec: -1}\n", "gate.alerts[0].timeout_sec: -1 must not be negative"},
 		{"promql without bounds", "gate:\n  promql:\n    - {url: http://p:9090, expr: up}\n", "config.yaml:3: gate.promql[0]: needs min, max or no_series"},
@@ -53,7 +53,7 @@ func TestMonitorChecksErrors(t *testing.T) {
 		{"promql min above max", "gate:\n  promql:\n    - {url: http://p:9090, expr: up, min: 2, max: 1}\n", "gate.promql[0].max: 1 is below min (2)"},
 		{"promql not finite", "gate:\n  promql:\n    - {url: http://p:9090, expr: up, max: .inf}\n", "gate.promql[0].max: +Inf is not a finite number"},
 		{"promql empty expr", "gate:\n  promql:\n    - {url: http://p:9090, max: 1}\n", "gate.promql[0].expr: is empty"},
-		{"promql bad template", "gate:\n  promql:\n    - {url: http://p:9090, expr: 'up{i=\"{{.Nod}}\"}', max: 1}\n", "gate.promql[0].expr: template"},
+		{"promql bad template", "gate:\n  promql:\n    - {url: http://p:9090, expr: 'up{i=\"{{.Nod}}\"}', max: 1}\n", "gate.promql[0].expr: {{.Nod}}: unknown field .Nod"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
