@@ -63,3 +63,19 @@ func TestSilencesCreatedBy(t *testing.T) {
 		t.Errorf("created_by = %q", got)
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://am:9093", "http://am:9093"},
+		{"http://user:pw@am:9093/prefix", "http://user:***@am:9093/prefix"},
+		{"https://u:p@ss@am/x", "https://u:***@am/x"},
+		{"http://am:9093/path@with-at", "http://am:9093/path@with-at"},
+		{"http://u:pw@am/a@b", "http://u:***@am/a@b"},
+		{"http://u@am/x", "http://u@am/x"},
+		{"not a url", "not a url"},
+	} {
+		if got := RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

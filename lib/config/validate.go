@@ -130,7 +130,13 @@ func checkEndpoint(e string) (scheme string, err error) {
 // does not print it (docs/security.md: the etcd password is never printed).
 func redactUserinfo(e string) string {
 	scheme, rest, ok := strings.Cut(e, "://")
-	at := strings.LastIndexByte(rest, '@')
+	// User information is only in the authority, before the path: an '@'
+	// in the path is not a password's end.
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	at := strings.LastIndexByte(authority, '@')
 	if !ok || at < 0 {
 		return e
 	}

@@ -96,10 +96,10 @@ type Server struct {
 	Log string
 
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{} // closed when the process has exited
 }
 
-// Stop terminates the server and waits for it.
+// Stop terminates the server and waits for it; calling it again is a no-op.
 func (s *Server) Stop() {
 	if s == nil || s.cmd == nil || s.cmd.Process == nil {
 		return
@@ -155,8 +155,8 @@ func start(bin, logPath string, args func(addr string) []string) (*Server, error
 			_ = logf.Close()
 			return nil, fmt.Errorf("start %s: %w", bin, err)
 		}
-		s := &Server{URL: "http://" + addr, Addr: addr, Log: logPath, cmd: cmd, done: make(chan error, 1)}
-		go func() { s.done <- cmd.Wait(); _ = logf.Close() }()
+		s := &Server{URL: "http://" + addr, Addr: addr, Log: logPath, cmd: cmd, done: make(chan struct{})}
+		go func() { _ = cmd.Wait(); _ = logf.Close(); close(s.done) }()
 		if err := s.waitReady(StartTimeout); err != nil {
 			s.Stop()
 			last = err

@@ -58,3 +58,12 @@ func TestBinaryMissing(t *testing.T) {
 		t.Fatal("RunAlertmanager with a missing binary: no error")
 	}
 }
+
+func TestStopTwice(t *testing.T) {
+	am := StartAlertmanager(t, AlertmanagerOptions{})
+	am.Stop()
+	am.Stop() // and once more from t.Cleanup: none of them may hang
+	if am.Running() {
+		t.Fatal("running after Stop")
+	}
+}
