@@ -108,7 +108,7 @@ func (r *rebootSlot) take(ctx context.Context, held *lock.Held, n slot.Count) (b
 	}
 	r.lease, r.takenAt = lease, time.Now()
 	claim := slot.Claim{Key: r.fleet.Key(), Lease: fmt.Sprintf("%x", int64(lease)), Lock: r.fleet.Lock, Node: r.fleet.Node,
-		BootID: r.fleet.BootID, Since: r.takenAt.UTC().Format(time.RFC3339Nano)}
+		BootID: r.fleet.BootID, Since: r.takenAt.UTC().Format(time.RFC3339Nano), FencingToken: held.FencingToken()}
 	if err := slot.WriteClaim(r.stateDir, claim); err != nil {
 		r.free()
 		return false, err
