@@ -69,13 +69,7 @@ func (s *session) notifyAfter(ctx context.Context, step string, pa driver.Publis
 	if !ok {
 		return
 	}
-	n := &driver.Notifications{}
-	for _, d := range rep.Sent {
-		n.Sent = append(n.Sent, driver.NotificationDelivery(d))
-	}
-	for _, d := range rep.Failed {
-		n.Failed = append(n.Failed, driver.NotificationDelivery(d))
-	}
+	n := NotificationsOf(rep)
 	switch r := res.(type) {
 	case *CycleResult:
 		r.Notifications = n
@@ -171,4 +165,17 @@ func (c *cycleRun) notifyFailed(err error) {
 	}
 	c.notify(notifyevents.Fields{Event: config.NotifyRebootFailed, FencingToken: c.res.FencingToken, Slot: c.fleet.Key(),
 		Reason: c.res.Reason, Detail: c.res.Detail})
+}
+
+// NotificationsOf is a step's report as the JSON of its result (the
+// cluster steps' and crd-lock's pipeline).
+func NotificationsOf(rep notifyevents.Report) *driver.Notifications {
+	n := &driver.Notifications{}
+	for _, d := range rep.Sent {
+		n.Sent = append(n.Sent, driver.NotificationDelivery(d))
+	}
+	for _, d := range rep.Failed {
+		n.Failed = append(n.Failed, driver.NotificationDelivery(d))
+	}
+	return n
 }
