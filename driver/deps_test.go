@@ -139,7 +139,7 @@ func TestProtocolTables(t *testing.T) {
 			t.Errorf("code %v -> %s -> %v", c, CodeReason(c), got)
 		}
 	}
-	if len(Steps()) != 10 {
+	if len(Steps()) != 11 {
 		t.Error(Steps())
 	}
 	a := PublishArgs{State: "idle", LastCheck: testNow}

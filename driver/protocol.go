@@ -48,6 +48,9 @@ const (
 	StepRequest = "request"
 	// StepServeMetrics serves a .prom file over HTTP until stdin closes.
 	StepServeMetrics = "serve-metrics"
+	// StepCheckNotifications asks shoutrrr whether it can use every
+	// notifications.urls entry, sending nothing (notifycheck.go).
+	StepCheckNotifications = "check-notifications"
 )
 
 // LockHoldingFile, in run_dir, exists while this node's cycle step holds a
@@ -57,7 +60,7 @@ const LockHoldingFile = "lock-holding"
 
 // Steps lists every step name.
 func Steps() []string {
-	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics}
+	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepCheckNotifications}
 }
 
 // Reason tokens: why a cycle did not reboot (or what happened). They appear

@@ -153,6 +153,9 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return emit(stdout, res, hdr, err)
 	}
+	if r, ok := res.(*driver.CheckNotificationsResult); ok {
+		return emit(stdout, res, hdr, checkNotifications(cfg, r))
+	}
 	log = log.With("node", cfg.NodeName)
 	s, err := connect(ctx, cfg, log, w)
 	if err != nil {
