@@ -50,6 +50,9 @@ const (
 	StepServeMetrics = "serve-metrics"
 	// StepAlerts runs the gate's alert and PromQL checks for a phase (no etcd).
 	StepAlerts = "alerts"
+	// StepCheckNotifications asks shoutrrr whether it can use every
+	// notifications.urls entry, sending nothing (notifycheck.go).
+	StepCheckNotifications = "check-notifications"
 )
 
 // LockHoldingFile, in run_dir, exists while this node's cycle step holds a
@@ -59,7 +62,7 @@ const LockHoldingFile = "lock-holding"
 
 // Steps lists every step name.
 func Steps() []string {
-	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepAlerts}
+	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepAlerts, StepCheckNotifications}
 }
 
 // Reason tokens: why a cycle did not reboot (or what happened). They appear

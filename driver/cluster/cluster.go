@@ -61,10 +61,10 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
 	"github.com/clusterrebootd/clusterrebootd/lib/testclock"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
@@ -115,8 +115,8 @@ type session struct {
 	ns string
 	// rpc bounds each single etcd request (etcd_dial_timeout_sec).
 	rpc time.Duration
-	// notifier sends this step's notifications (nil until the first).
-	notifier *notifyevents.Notifier
+	// sender sends this step's notifications (nil until the first).
+	sender *slotnotify.Sender
 }
 
 // RunStep runs `crd-lock step NAME [flags]`: args[0] is the step name. The
@@ -155,6 +155,9 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	hdr.Node = cfg.NodeName
 	if err != nil {
 		return emit(stdout, res, hdr, err)
+	}
+	if r, ok := res.(*driver.CheckNotificationsResult); ok {
+		return emit(stdout, res, hdr, checkNotifications(cfg, r))
 	}
 	log = log.With("node", cfg.NodeName)
 	if name == driver.StepAlerts {

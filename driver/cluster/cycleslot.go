@@ -102,7 +102,7 @@ func (c *cycleRun) takeSlot() error {
 	}
 	c.slotLease = lease
 	claim := slot.Claim{Key: c.fleet.Key(), Lease: fmt.Sprintf("%x", int64(lease)), Lock: c.fleet.Lock, Node: c.cfg.NodeName,
-		BootID: c.fleet.BootID, Since: c.w.now().UTC().Format(time.RFC3339Nano)}
+		BootID: c.fleet.BootID, Since: c.w.now().UTC().Format(time.RFC3339Nano), FencingToken: c.res.FencingToken}
 	if err := slot.WriteClaim(c.cfg.StateDir, claim); err != nil {
 		c.freeSlot()
 		return c.stop(driver.ReasonRebootFailed, err)

@@ -3,14 +3,10 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -18,6 +14,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
 )
 
 // Notifications are sent only from here, the cluster child: Send queues and
@@ -26,67 +23,25 @@ import (
 // command run), gives them one more notifications.timeout_sec and puts what
 // happened in the step's JSON (docs/notifications.md).
 
-// notifiedDir is where once-per-cluster notifications are recorded:
-// <ns>notified/<event>/<id>, created only if absent, on a lease of
-// notifiedTTL (the record only has to outlive the condition it reports).
-func notifiedDir(ns string) string { return ns + "notified/" }
-
-const notifiedTTL = 24 * 3600
-
 // notifiedFile, in state_dir, remembers the blocked episode already
 // reported, so node_blocked and reboot_loop go out once per episode.
 const notifiedFile = "notified-blocked.json"
 
-// notify queues f (filled with this node's defaults) when the event is
-// configured; it never waits for a destination.
-func (s *session) notify(f notifyevents.Fields) {
-	if !s.cfg.Notifications.Wants(f.Event) {
-		return
+// notifier is this step's sender (the node's fields filled in).
+func (s *session) notifier() *slotnotify.Sender {
+	if s.sender == nil {
+		s.sender = slotnotify.NewSender(s.cfg, s.lockKey(), s.w.now, s.log)
 	}
-	if s.notifier == nil {
-		s.notifier = notifyevents.New(s.cfg.Notifications, s.log.With("component", "notify"))
-	}
-	if f.Node == "" {
-		f.Node = s.cfg.NodeName
-	}
-	if f.Group == "" {
-		f.Group = s.cfg.Group
-	}
-	if f.Lock == "" {
-		f.Lock = s.lockKey()
-	}
-	f.Time = notifyevents.Stamp(s.w.now())
-	s.notifier.Send(f)
+	return s.sender
 }
 
-// notifyOnce sends f only if no node sent it before: it creates
-// <ns>notified/<event>/<id> unless it exists, and the node whose
-// transaction created it sends. An etcd failure sends nothing (at most once).
+// notify queues f when the event is configured; it never waits for a
+// destination.
+func (s *session) notify(f notifyevents.Fields) { s.notifier().Send(f) }
+
+// notifyOnce sends f only if no node sent it before (slotnotify.Sender.Once).
 func (s *session) notifyOnce(ctx context.Context, id string, f notifyevents.Fields) {
-	if !s.cfg.Notifications.Wants(f.Event) {
-		return
-	}
-	key := notifiedDir(s.ns) + f.Event + "/" + id
-	rctx, cancel := s.rpcCtx(context.WithoutCancel(ctx))
-	defer cancel()
-	lease, err := s.client.Grant(rctx, notifiedTTL)
-	if err != nil {
-		s.log.Warn("cannot record a once-per-cluster notification; not sent", "event", "notify_failed", "notification", f.Event, "key", key, "error", err.Error())
-		return
-	}
-	val, _ := json.Marshal(map[string]string{"by": s.cfg.NodeName, "at": notifyevents.Stamp(s.w.now())})
-	resp, err := s.client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID))).Commit()
-	if err != nil || !resp.Succeeded {
-		_, _ = s.client.Revoke(rctx, lease.ID)
-		if err != nil {
-			s.log.Warn("cannot record a once-per-cluster notification; not sent", "event", "notify_failed", "notification", f.Event, "key", key, "error", err.Error())
-		} else {
-			s.log.Debug("notification already sent by another node", "notification", f.Event, "key", key)
-		}
-		return
-	}
-	s.notify(f)
+	s.notifier().Once(ctx, s.client, s.ns, id, s.rpc, f)
 }
 
 // notifyAfter sends what a finished step is to report (pause, resume, a
@@ -110,17 +65,11 @@ func (s *session) notifyAfter(ctx context.Context, step string, pa driver.Publis
 			s.noticeExpiredSlots(ctx)
 		}
 	}
-	if s.notifier == nil {
+	rep, ok := s.sender.Wait()
+	if !ok {
 		return
 	}
-	rep := s.notifier.Wait()
-	n := &driver.Notifications{}
-	for _, d := range rep.Sent {
-		n.Sent = append(n.Sent, driver.NotificationDelivery(d))
-	}
-	for _, d := range rep.Failed {
-		n.Failed = append(n.Failed, driver.NotificationDelivery(d))
-	}
+	n := NotificationsOf(rep)
 	switch r := res.(type) {
 	case *CycleResult:
 		r.Notifications = n
@@ -190,24 +139,12 @@ func (s *session) completeNotify(ctx context.Context, res *driver.CompleteResult
 	if boot, _, berr := s.w.ids(); berr != nil || boot == m.BootID {
 		return nil
 	}
-	token, _ := strconv.ParseInt(m.Extra["fencing_token"], 10, 64)
-	f := notifyevents.Fields{Event: config.NotifyRebootCompleted, FencingToken: token, Slot: m.Extra["slot_key"], Since: notifyevents.Stamp(m.RequestedAt)}
-	f.SetDuration(s.w.now().Sub(m.RequestedAt))
+	f := slotnotify.Completed(m, true, cl, hasClaim, s.w.now())
 	s.notify(f)
 	if hasClaim && !res.Freed {
-		s.notifyOnce(ctx, s.cfg.NodeName+"-"+cl.Lease, notifyevents.Fields{Event: config.NotifySlotExpired, FencingToken: token, Slot: cl.Key, Since: sinceOf(cl.Since),
-			Detail: fmt.Sprintf("the node came back after its slot had expired (reboot_slot_ttl_sec %d): other nodes may have rebooted meanwhile", s.cfg.RebootSlotTTLSec)})
+		s.notifyOnce(ctx, slotnotify.OnceID(s.cfg.NodeName, cl.Lease), slotnotify.ExpiredOnReturn(cl, f.FencingToken, s.cfg.RebootSlotTTLSec))
 	}
 	return nil
-}
-
-// sinceOf shortens a claim's RFC 3339 time with fractions to seconds.
-func sinceOf(s string) string {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return s
-	}
-	return notifyevents.Stamp(t)
 }
 
 // notifyStarting is sent when the slot is taken: the hooks and the reboot
@@ -228,4 +165,17 @@ func (c *cycleRun) notifyFailed(err error) {
 	}
 	c.notify(notifyevents.Fields{Event: config.NotifyRebootFailed, FencingToken: c.res.FencingToken, Slot: c.fleet.Key(),
 		Reason: c.res.Reason, Detail: c.res.Detail})
+}
+
+// NotificationsOf is a step's report as the JSON of its result (the
+// cluster steps' and crd-lock's pipeline).
+func NotificationsOf(rep notifyevents.Report) *driver.Notifications {
+	n := &driver.Notifications{}
+	for _, d := range rep.Sent {
+		n.Sent = append(n.Sent, driver.NotificationDelivery(d))
+	}
+	for _, d := range rep.Failed {
+		n.Failed = append(n.Failed, driver.NotificationDelivery(d))
+	}
+	return n
 }

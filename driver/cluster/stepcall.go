@@ -75,6 +75,9 @@ func newStepCall(name string, stderr io.Writer, w world) *stepCall {
 		c.overArgs.Register(fs, name != driver.StepReleaseHold)
 		r := &driver.OverrideResult{}
 		c.res, c.hdr = r, &r.Header
+	case driver.StepCheckNotifications:
+		r := &driver.CheckNotificationsResult{URLs: []driver.URLCheck{}}
+		c.res, c.hdr = r, &r.Header
 	case driver.StepServeMetrics:
 		c.metricsArgs.Register(fs)
 		r := &MetricsResult{}

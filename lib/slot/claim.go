@@ -29,6 +29,9 @@ type Claim struct {
 	BootID string `json:"boot_id"`
 	// Since is when the slot was taken (RFC 3339 with fractions).
 	Since string `json:"since"`
+	// FencingToken is the lock seat's when the slot was taken (crd-lock
+	// hold writes it for the notifications of `crd-lock complete`).
+	FencingToken int64 `json:"fencing_token,omitempty"`
 }
 
 // LeaseID is the claim's lease (0 when unreadable).

@@ -109,6 +109,7 @@ func validateCmd(b *base, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	res.Problems = append(res.Problems, untrustedCommands(&cfg, res.Problems)...)
+	res.Problems = append(res.Problems, b.notificationProblems(cfg, res.Problems, stderr)...)
 	res.Warnings = append(res.Warnings, sandboxWarnings(&cfg, b.root)...)
 	if len(res.Problems) > 0 {
 		err = exitcode.Errorf(exitcode.Config, "config %s: %d problem(s), the first: %s", b.c.ConfigPath, len(res.Problems), res.Problems[0])

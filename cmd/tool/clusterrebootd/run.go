@@ -88,7 +88,7 @@ func runCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Write
 		}
 		defer lf.Close()
 	}
-	child, err := b.child(stderr, false)
+	child, err := b.checkedChild(ctx, stderr, cfg)
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
@@ -99,7 +99,7 @@ func runCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Write
 		return finish(stdout, b.format, &res.Header, &res, cycleOnce(ctx, drv, m, cfg, log, simulate, &res))
 	}
 	d, stop := newDaemon(daemonSetup{drv: drv, metrics: m, cfg: cfg, log: log, child: child, stderr: stderr,
-		load: func() (config.Config, error) { return b.load(override) }, noMemTrim: b.noMemTrim, getenv: os.Getenv})
+		load: b.checkedLoad(ctx, override, child), noMemTrim: b.noMemTrim, getenv: os.Getenv})
 	defer stop()
 	err = d.Run(ctx)
 	res.Cycles = d.Cycles()

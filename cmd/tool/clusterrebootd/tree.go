@@ -27,7 +27,7 @@ func Tree(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 	run := newRunBase("run", stdout)
 	simulate := newRunBase("simulate", stdout)
 	status := newBase("status", stdout, true)
-	validate := newBase("validate-config", stdout, false)
+	validate := newBase("validate-config", stdout, true)
 	ver := newBase("version", stdout, false)
 	pause, resume := newPauseBase(stdout, true), newPauseBase(stdout, false)
 	hold, releaseHold, request := newOverrideBase(driver.StepHold, stdout), newOverrideBase(driver.StepReleaseHold, stdout), newOverrideBase(driver.StepRequest, stdout)

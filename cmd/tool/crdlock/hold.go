@@ -46,6 +46,8 @@ type HoldResult struct {
 	SlotKept bool   `json:"slot_kept,omitempty"`
 	// Silences: the Alertmanager silences made with the slot (docs/silences.md).
 	Silences *driver.SilenceReport `json:"silences,omitempty"`
+	// Notifications: reboot_starting, reboot_failed (docs/notifications.md).
+	Notifications *driver.Notifications `json:"notifications,omitempty"`
 	// Released is true when the lease was revoked after COMMAND ended.
 	Released bool `json:"released"`
 }
@@ -83,7 +85,7 @@ func (r *HoldResult) Text(w io.Writer) error {
 func runHold(ctx context.Context, o *holdOpts, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	h := &holdRun{o: o, res: &HoldResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "hold"}}}
 	format := report.JSON
-	finish := func(err error) error { return finishResult(stdout, format, h.res, err) }
+	finish := func(err error) error { h.notes.holdEnded(err, h.res); return finishResult(stdout, format, h.res, err) }
 	// Signals are ours from the start: while waiting they interrupt the wait,
 	// while COMMAND runs they are forwarded to it.
 	sigc := make(chan os.Signal, 4)

@@ -34,7 +34,8 @@ type holdRun struct {
 	path   string // COMMAND found on PATH
 	logger *slog.Logger
 	held   *lock.Held
-	slot   *rebootSlot // with --reboot-slot
+	slot   *rebootSlot    // with --reboot-slot
+	notes  *pipelineNotes // with --reboot-slot
 }
 
 // prepare checks everything before any etcd traffic: the flags (format
@@ -71,6 +72,9 @@ func (h *holdRun) prepare(args []string, stdout, stderr io.Writer, format *repor
 	}
 	if *o.grace, err = killGrace(time.Duration(cfg.LockTTLSec)*time.Second, *o.grace, cli.IsSet(o.fs, "kill-grace")); err != nil {
 		return err
+	}
+	if *o.withSlot {
+		h.notes = newPipelineNotes(cfg, h.logger)
 	}
 	graceMS := o.grace.Milliseconds()
 	res.KillGraceMS = &graceMS
@@ -114,7 +118,7 @@ func (h *holdRun) acquire(ctx context.Context, sigc <-chan os.Signal) (*clientv3
 	machineID := reboot.MachineID("")
 	h.held, err = lock.Acquire(actx, client, lockOptions(h.cfg, *o.purpose, bootID, machineID, h.logger))
 	if err == nil && *o.withSlot {
-		h.slot, err = takeRebootSlot(actx, client, h.cfg, h.held, bootID, machineID, h.logger)
+		h.slot, err = takeRebootSlot(actx, client, h.cfg, h.held, bootID, machineID, h.logger, h.notes)
 		if err != nil {
 			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_ = h.held.Release(rctx)

@@ -39,6 +39,8 @@ type rebootSlot struct {
 	// hold reports of it (slotsilence.go).
 	sil      *silence.Node
 	silences *driver.SilenceReport
+	// notes are hold's notifications (pipelinenotify.go).
+	notes *pipelineNotes
 }
 
 // takeRebootSlot waits while the machines present (seats and slots of this
@@ -46,7 +48,7 @@ type rebootSlot struct {
 // built-in policies on the same read, and takes the slot in the transaction
 // guarded by the seat and that read's revision. ctx ends the wait
 // (--timeout, a signal); a lost seat ends it too.
-func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Config, held *lock.Held, bootID, machineID string, logger *slog.Logger) (*rebootSlot, error) {
+func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Config, held *lock.Held, bootID, machineID string, logger *slog.Logger, notes *pipelineNotes) (*rebootSlot, error) {
 	if bootID == "" {
 		return nil, exitcode.Errorf(exitcode.RebootFailed, "crd-lock: hold --reboot-slot: this boot's id is unreadable; a reboot slot needs it to tell this machine from others")
 	}
@@ -57,7 +59,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	defer cancel()
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
-	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID), client: client, stateDir: cfg.StateDir, log: logger}
+	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID), client: client, stateDir: cfg.StateDir, log: logger, notes: notes}
 	r.sil, _ = silence.FromConfig(cfg)
 	waiting := false
 	for {
@@ -95,6 +97,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 			return nil, err
 		}
 		if taken {
+			notes.slotTaken(client, r, held.FencingToken())
 			return r, r.silence(wctx, cfg, held.FencingToken())
 		}
 	}
@@ -108,7 +111,7 @@ func (r *rebootSlot) take(ctx context.Context, held *lock.Held, n slot.Count) (b
 	}
 	r.lease, r.takenAt = lease, time.Now()
 	claim := slot.Claim{Key: r.fleet.Key(), Lease: fmt.Sprintf("%x", int64(lease)), Lock: r.fleet.Lock, Node: r.fleet.Node,
-		BootID: r.fleet.BootID, Since: r.takenAt.UTC().Format(time.RFC3339Nano)}
+		BootID: r.fleet.BootID, Since: r.takenAt.UTC().Format(time.RFC3339Nano), FencingToken: held.FencingToken()}
 	if err := slot.WriteClaim(r.stateDir, claim); err != nil {
 		r.free()
 		return false, err
@@ -202,6 +205,7 @@ func (r *rebootSlot) free() {
 		r.log.Warn("cannot remove the reboot slot claim", "err", err)
 	}
 	r.expireSilences()
+	r.notes.slotFreed(r.client)
 	r.lease = 0
 }
 
@@ -218,6 +222,8 @@ type CompleteResult struct {
 	MarkerRemoved bool `json:"marker_removed,omitempty"`
 	// Silences: the Alertmanager silences expired (or extended, --keep).
 	Silences *driver.SilenceReport `json:"silences,omitempty"`
+	// Notifications: reboot_completed, slot_expired (docs/notifications.md).
+	Notifications *driver.Notifications `json:"notifications,omitempty"`
 }
 
 // Text renders the result for humans.
@@ -249,7 +255,8 @@ func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, st
 	fs, f, keep := o.fs, &o.f, o.keep
 	res := &CompleteResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "complete"}}
 	format := report.JSON
-	finish := func(err error) error { return finishResult(stdout, format, res, err) }
+	var notes *pipelineNotes
+	finish := func(err error) error { res.Notifications = notes.wait(); return finishResult(stdout, format, res, err) }
 	cfg, _, err := f.setup(fs, args, stdout, &format, "complete")
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -262,6 +269,7 @@ func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, st
 	if err != nil {
 		return finish(err)
 	}
+	notes = newPipelineNotes(cfg, logger)
 	cl, ok, err := slot.ReadClaim(cfg.StateDir)
 	if err != nil {
 		return finish(err)
@@ -296,6 +304,7 @@ func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, st
 		logger.Info("reboot slot renewed", "slot_key", cl.Key, "ttl_sec", ttl)
 		return finish(nil)
 	}
+	notes.beforeComplete(client, cl, boot)
 	freed, err := slot.Complete(rctx, client, cl, boot)
 	expired := errors.Is(err, slot.ErrExpired)
 	var coded *exitcode.Error
@@ -306,6 +315,7 @@ func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, st
 		return finish(exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: complete: freeing %s at %s: %v", cl.Key, strings.Join(client.Endpoints(), ","), err))
 	}
 	res.Freed = freed
+	notes.completed(ctx, client, cl, expired)
 	if err := slot.RemoveClaim(cfg.StateDir); err != nil {
 		return finish(err)
 	}

@@ -57,6 +57,7 @@ func (r *rebootSlot) silence(ctx context.Context, cfg config.Config, token int64
 		r.log.Warn("the silence could not be created; COMMAND runs anyway (silences.required is false)", "error", why)
 		return nil
 	}
+	r.notes.silenceFailed()
 	r.free()
 	return exitcode.Errorf(exitcode.RebootFailed, "crd-lock: hold --reboot-slot: silences.required is true and the silence could not be created: %s; "+
 		"COMMAND was not run and the slot is freed: bring the Alertmanager back or set silences.required to false", why)

@@ -1,0 +1,173 @@
+package crdlock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
+)
+
+// The pipeline's notifications (docs/notifications.md), the events the
+// daemon's cycle and complete steps send, through the same code
+// (lib/slotnotify): `crd-lock hold --reboot-slot` queues reboot_starting
+// once the slot is taken and starts COMMAND at once; reboot_failed when
+// COMMAND fails or the slot is freed without a reboot; `crd-lock complete`
+// sends reboot_completed and, when the slot had expired, slot_expired (once
+// per cluster). Before crd-lock exits, what is queued gets at most one more
+// notifications.timeout_sec; the result's JSON says what became of it.
+
+// pipelineNotes is one crd-lock run's notifications.
+type pipelineNotes struct {
+	s   *slotnotify.Sender
+	cfg config.Config
+	log *slog.Logger
+	// starting is reboot_starting once queued (the slot taken): a failure
+	// after it is reboot_failed.
+	starting *notifyevents.Fields
+	// failReason is the reason token of that failure when not the
+	// command's (hook: the required silence).
+	failReason string
+	inflight   bool
+}
+
+func newPipelineNotes(cfg config.Config, log *slog.Logger) *pipelineNotes {
+	return &pipelineNotes{s: slotnotify.NewSender(cfg, cfg.LockKeyForGroup(), time.Now, log), cfg: cfg, log: log}
+}
+
+// rpc bounds one etcd request of the notifications.
+func (p *pipelineNotes) rpc() time.Duration {
+	return time.Duration(p.cfg.EtcdDialTimeoutSec) * time.Second
+}
+
+// slotTaken queues reboot_starting (and, for slot_expired, writes the
+// in-flight record other nodes' daemons look at). It never waits for a
+// destination.
+func (p *pipelineNotes) slotTaken(client *clientv3.Client, r *rebootSlot, token int64) {
+	if p == nil || !p.s.Enabled() {
+		return
+	}
+	f := notifyevents.Fields{Event: config.NotifyRebootStarting, FencingToken: token, Slot: r.fleet.Key()}
+	p.starting = &f
+	p.s.Send(f)
+	if !p.s.Wants(config.NotifySlotExpired) {
+		return
+	}
+	rec := slotnotify.Inflight{Node: p.cfg.NodeName, Lease: r.leaseHex(), Since: r.takenAt.UTC(), TTLSec: p.cfg.RebootSlotTTLSec, FencingToken: token}
+	ctx, cancel := context.WithTimeout(context.Background(), p.rpc())
+	defer cancel()
+	if err := slotnotify.MarkInflight(ctx, client, p.cfg.Namespace(), rec); err != nil {
+		p.log.Warn("cannot record the reboot as in flight; if its slot expires, no slot_expired notification is sent", "event", "notify_failed", "error", err.Error())
+		return
+	}
+	p.inflight = true
+}
+
+// slotFreed deletes the in-flight record: the slot goes without a reboot.
+func (p *pipelineNotes) slotFreed(client *clientv3.Client) {
+	if p == nil || !p.inflight {
+		return
+	}
+	p.clearInflight(client)
+	p.inflight = false
+}
+
+func (p *pipelineNotes) clearInflight(client *clientv3.Client) {
+	if !p.s.Wants(config.NotifySlotExpired) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.rpc())
+	defer cancel()
+	if err := slotnotify.ClearInflight(ctx, client, p.cfg.Namespace(), p.cfg.NodeName); err != nil {
+		p.log.Warn("cannot delete the in-flight record; a false slot_expired may be sent", "event", "notify_failed", "error", err.Error())
+	}
+}
+
+// holdEnded sends reboot_failed when hold fails after reboot_starting
+// (COMMAND failed or could not run, the lock was lost, the required
+// silence failed), then waits for the queue and reports it in res.
+func (p *pipelineNotes) holdEnded(err error, res *HoldResult) {
+	if p == nil {
+		return
+	}
+	if p.starting != nil && err != nil {
+		f := *p.starting
+		f.Event, f.Reason, f.Detail = config.NotifyRebootFailed, p.reason(res), err.Error()
+		if res.SlotKept {
+			f.Detail += "; the reboot slot is kept (a reboot command started)"
+		} else {
+			f.Detail += "; the reboot slot is freed"
+		}
+		p.s.Send(f)
+	}
+	res.Notifications = p.wait()
+}
+
+// reason is the daemon's reason token for how hold failed.
+func (p *pipelineNotes) reason(res *HoldResult) string {
+	switch {
+	case p.failReason != "":
+		return p.failReason
+	case res.LockLost:
+		return driver.ReasonLockBusy
+	}
+	return driver.ReasonRebootFailed
+}
+
+// wait gives the queue at most one more notifications.timeout_sec.
+func (p *pipelineNotes) wait() *driver.Notifications {
+	if p == nil {
+		return nil
+	}
+	rep, ok := p.s.Wait()
+	if !ok {
+		return nil
+	}
+	return cluster.NotificationsOf(rep)
+}
+
+// completed is `crd-lock complete`'s part once the slot of claim cl was
+// freed or found expired (the boot id changed): reboot_completed with the
+// time since the reboot request (the marker, read before complete removes
+// it) or since the slot was taken, and slot_expired once per cluster when
+// the slot had expired meanwhile.
+func (p *pipelineNotes) completed(ctx context.Context, client *clientv3.Client, cl slot.Claim, expired bool) {
+	if p == nil || !p.s.Enabled() {
+		return
+	}
+	m, merr := reboot.ReadMarker(p.cfg.StateDir)
+	f := slotnotify.Completed(m, merr == nil, cl, true, time.Now())
+	p.s.Send(f)
+	if expired {
+		p.s.Once(ctx, client, p.cfg.Namespace(), slotnotify.OnceID(p.cfg.NodeName, cl.Lease), p.rpc(),
+			slotnotify.ExpiredOnReturn(cl, f.FencingToken, p.cfg.RebootSlotTTLSec))
+	}
+}
+
+// beforeComplete deletes the in-flight record before the slot is freed
+// (never a false slot_expired), once the boot id says the node rebooted.
+func (p *pipelineNotes) beforeComplete(client *clientv3.Client, cl slot.Claim, boot string) {
+	if p == nil || !p.s.Enabled() || cl.BootID == boot {
+		return
+	}
+	p.clearInflight(client)
+}
+
+// silenceFailed marks the failure as the required silence's.
+func (p *pipelineNotes) silenceFailed() {
+	if p != nil {
+		p.failReason = driver.ReasonHook
+	}
+}
+
+// leaseHex is the slot's lease as the claim writes it.
+func (r *rebootSlot) leaseHex() string { return fmt.Sprintf("%x", int64(r.lease)) }

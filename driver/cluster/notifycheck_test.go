@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+)
+
+// `step check-notifications`: shoutrrr parses each URL (nothing is sent, no
+// etcd is needed); a bad one is exit 2 naming the first, masked; the JSON
+// lists every URL with its problem.
+func TestStepCheckNotifications(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		urls  []string
+		code  exitcode.Code
+		error string   // piece of the error line
+		probs []string // problem of each URL, "" for none
+	}{
+		{"usable", []string{"generic://127.0.0.1:1/x", "ntfy://ntfy.sh/s3crettopic"}, exitcode.OK, "", []string{"", ""}},
+		{"unknown service", []string{"slak://x@s3cret", "generic://127.0.0.1:1/x"}, exitcode.Config,
+			`notifications.urls[0]: slak://***: shoutrrr knows no service "slak"`, []string{"knows no service", ""}},
+		{"two bad", []string{"generic://127.0.0.1:1/x", "slack://xoxb-s3cret@C0123", "discord://s3crettoken@"}, exitcode.Config,
+			"notifications.urls[1]: slack://***: the slack service refuses it: invalid slack token format (and 1 more)", []string{"", "slack token", "discord service refuses"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.NodeName = "n1"
+			cfg.Notifications.URLs = tc.urls
+			in, err := driver.MarshalConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			err = runStep(context.Background(), []string{driver.StepCheckNotifications}, bytes.NewReader(in), &out, &errb, realWorld())
+			if got := exitcode.CodeOf(err); got != tc.code {
+				t.Fatalf("code %d (%v), want %d", got, err, tc.code)
+			}
+			if tc.error != "" && (err == nil || !strings.Contains(err.Error(), tc.error)) {
+				t.Errorf("error %v, want %q", err, tc.error)
+			}
+			var res driver.CheckNotificationsResult
+			if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Tool != Tool {
+				t.Fatalf("stdout is not one JSON result: %q", out.String())
+			}
+			if len(res.URLs) != len(tc.probs) {
+				t.Fatalf("urls %+v", res.URLs)
+			}
+			for i, want := range tc.probs {
+				u := res.URLs[i]
+				if (want == "") != (u.Problem == "") || !strings.Contains(u.Problem, want) || u.URL != config.MaskURL(tc.urls[i]) {
+					t.Errorf("urls[%d] = %+v, want problem %q", i, u, want)
+				}
+			}
+			if strings.Contains(out.String()+errb.String(), "s3cret") {
+				t.Errorf("a secret is shown: %s %s", out.String(), errb.String())
+			}
+		})
+	}
+}
+
+// inProcessChild runs the cluster steps in this process, as ExecChild runs
+// crd-lock.
+type inProcessChild struct{ runs int }
+
+func (c *inProcessChild) Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error) {
+	c.runs++
+	in, err := driver.MarshalConfig(cfg)
+	if err != nil {
+		return exitcode.Internal, err
+	}
+	var stdout bytes.Buffer
+	err = runStep(ctx, append([]string{step}, args...), bytes.NewReader(in), &stdout, io.Discard, realWorld())
+	return exitcode.CodeOf(err), driver.DecodeResult(stdout.Bytes(), out)
+}
+
+// driver.CheckNotificationsConfig, what validate-config, the daemon's start
+// and its reload call: the child only with urls; a bad URL is the config
+// error of the file, exit 2, whatever else the configuration says.
+func TestCheckNotificationsConfig(t *testing.T) {
+	child := &inProcessChild{}
+	cfg := config.Default()
+	cfg.NodeName = "n1"
+	cfg.Notifications.Webhooks = []string{"http://127.0.0.1:1/x"}
+	if err := driver.CheckNotificationsConfig(context.Background(), child, cfg, "/etc/crd.yaml"); err != nil || child.runs != 0 {
+		t.Fatalf("webhooks only: %v, %d runs of the child (want none)", err, child.runs)
+	}
+	cfg.Notifications.URLs = []string{"generic://127.0.0.1:1/x"}
+	cfg.RebootSlotTTLSec = 1 // invalid: the check passes the child only the URLs
+	if err := driver.CheckNotificationsConfig(context.Background(), child, cfg, "/etc/crd.yaml"); err != nil || child.runs != 1 {
+		t.Fatalf("a usable URL: %v, %d runs", err, child.runs)
+	}
+	cfg.Notifications.URLs = append(cfg.Notifications.URLs, "slak://x@s3cret")
+	err := driver.CheckNotificationsConfig(context.Background(), child, cfg, "/etc/crd.yaml")
+	want := `config /etc/crd.yaml: notifications.urls[1]: slak://***: shoutrrr knows no service "slak"`
+	if exitcode.CodeOf(err) != exitcode.Config || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("a bad URL: %v (code %d), want exit 2 and %q", err, exitcode.CodeOf(err), want)
+	}
+}
