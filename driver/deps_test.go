@@ -139,7 +139,14 @@ func TestProtocolTables(t *testing.T) {
 			t.Errorf("code %v -> %s -> %v", c, CodeReason(c), got)
 		}
 	}
-	if len(Steps()) != 11 {
+	seen := map[string]bool{}
+	for _, st := range Steps() {
+		if st == "" || seen[st] {
+			t.Errorf("step %q empty or listed twice: %v", st, Steps())
+		}
+		seen[st] = true
+	}
+	if len(Steps()) != 12 {
 		t.Error(Steps())
 	}
 	a := PublishArgs{State: "idle", LastCheck: testNow}
