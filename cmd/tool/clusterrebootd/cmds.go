@@ -180,6 +180,9 @@ type localState struct {
 	MarkerError      string `json:"marker_error,omitempty"`
 	MaxRebootsPerDay int    `json:"max_reboots_per_day"`
 	LastReboot       string `json:"last_reboot,omitempty"`
+	// Monitoring: the alert checks, silences and notifications configured,
+	// and this node's current silences (statusmonitoring.go).
+	Monitoring *monitoringState `json:"monitoring,omitempty"`
 }
 
 func readLocal(cfg config.Config, now time.Time) localState {
@@ -202,6 +205,7 @@ func readLocal(cfg config.Config, now time.Time) localState {
 	if b, err := os.ReadFile(filepath.Join(cfg.RunDir, driver.LastRebootFile)); err == nil {
 		l.LastReboot = strings.TrimSpace(string(b))
 	}
+	l.Monitoring = readMonitoring(cfg)
 	return l
 }
 
@@ -246,6 +250,7 @@ func (r statusResult) Text(w io.Writer) error {
 	if r.Local.LastReboot != "" {
 		report.Line(w, "last reboot", r.Local.LastReboot)
 	}
+	r.Local.Monitoring.text(w)
 	if r.View != nil {
 		paused := "no"
 		if p := r.View.Paused; p != nil {

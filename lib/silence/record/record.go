@@ -1,4 +1,7 @@
-package silence
+// Package record is the file in state_dir that lists the silences a node
+// created for its reboot (docs/silences.md). It links no network code, so
+// the daemon's status can read it; lib/silence writes it.
+package record
 
 import (
 	"encoding/json"
