@@ -147,7 +147,7 @@ func (v *validator) monitorURL(field, u string) {
 		v.bad(field, "is empty; give the base URL, e.g. http://alertmanager:9093 or http://prometheus:9090")
 		return
 	}
-	if err := checkHTTPURL(u); err != nil {
+	if err := checkHTTPURL(u, false); err != nil {
 		v.bad(field, "%q is not an http:// or https:// base URL: %v", RedactURL(u), err)
 	}
 }

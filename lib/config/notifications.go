@@ -92,7 +92,7 @@ func (v *validator) notifications() {
 		}
 	}
 	for i, u := range n.Webhooks {
-		if err := checkWebhookURL(u); err != nil {
+		if err := checkHTTPURL(u, true); err != nil {
 			v.bad(fmt.Sprintf("notifications.webhooks[%d]", i), "%s is not an http:// or https:// URL with a host: %v", MaskURL(u), err)
 		}
 	}
@@ -196,26 +196,6 @@ func checkServiceURL(u string) error {
 	}
 	if rest == "" {
 		return fmt.Errorf("nothing after %s://", scheme)
-	}
-	if strings.ContainsAny(u, " \t\n") {
-		return fmt.Errorf("contains white space")
-	}
-	return nil
-}
-
-// checkWebhookURL checks http(s)://host[:port][/path][?query] by hand
-// (net/url would slow down every tool's start, see checkEndpoint).
-func checkWebhookURL(u string) error {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok || (scheme != "http" && scheme != "https") {
-		return fmt.Errorf("the scheme must be http:// or https://")
-	}
-	host := hostPart(rest)
-	if i := strings.LastIndexByte(host, '@'); i >= 0 {
-		host = host[i+1:]
-	}
-	if host == "" || strings.HasPrefix(host, ":") {
-		return fmt.Errorf("missing host")
 	}
 	if strings.ContainsAny(u, " \t\n") {
 		return fmt.Errorf("contains white space")

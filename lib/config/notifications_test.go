@@ -75,3 +75,27 @@ func TestMaskURL(t *testing.T) {
 		})
 	}
 }
+
+// Webhooks are checked by the same code as the gate's and the silences'
+// base URLs, with a query allowed (a token) and a port that must be a port.
+func TestWebhookURLShape(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://hooks.example.com/crd?token=x", true},
+		{"http://127.0.0.1:8080/hook", true},
+		{"http://[::1]:8080/hook", true},
+		{"http://host:notaport/hook", false},
+		{"http://host/hook#frag", false},
+		{"ftp://host/hook", false},
+		{"http:///hook", false},
+	} {
+		if err := checkHTTPURL(tc.url, true); (err == nil) != tc.ok {
+			t.Errorf("checkHTTPURL(%q, true) = %v, want ok %v", tc.url, err, tc.ok)
+		}
+	}
+	if checkHTTPURL("http://am:9093/?x=1", false) == nil {
+		t.Error("a base URL with a query passed")
+	}
+}

@@ -66,18 +66,23 @@ func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
 func RedactURL(u string) string { return redactUserinfo(u) }
 
 // checkHTTPURL checks an http:// or https:// URL with a host, an optional
-// port, user information and path prefix; no query or fragment. Written by
+// port, user information and path prefix, no fragment, and a query only
+// when query is true (a webhook's token; a base URL has none). Written by
 // hand for the reason checkEndpoint is.
-func checkHTTPURL(u string) error {
+func checkHTTPURL(u string, query bool) error {
 	scheme, rest, ok := strings.Cut(u, "://")
 	scheme = strings.ToLower(scheme)
 	if !ok || (scheme != "http" && scheme != "https") {
 		return fmt.Errorf("the scheme must be http:// or https://")
 	}
-	if strings.ContainsAny(rest, "?# \t\n") {
+	if query {
+		if strings.ContainsAny(rest, "# \t\n") {
+			return fmt.Errorf("no fragment or white space")
+		}
+	} else if strings.ContainsAny(rest, "?# \t\n") {
 		return fmt.Errorf("no query, fragment or space: give scheme, host, optional port and path prefix")
 	}
-	hostport, _, _ := strings.Cut(rest, "/")
+	hostport := hostPart(rest)
 	if at := strings.LastIndexByte(hostport, '@'); at >= 0 {
 		hostport = hostport[at+1:]
 	}
@@ -107,7 +112,7 @@ func (v *validator) silences() {
 		if len(s.AlertmanagerURL) == 1 {
 			f = "silences.alertmanager_url"
 		}
-		if err := checkHTTPURL(u); err != nil {
+		if err := checkHTTPURL(u, false); err != nil {
 			v.bad(f, "%q is not an Alertmanager URL such as http://alertmanager:9093: %v", RedactURL(u), err)
 		}
 		key := strings.TrimSuffix(u, "/")
