@@ -44,10 +44,12 @@
 #                              reboot_not_happened after reboot_slot_ttl_sec).
 #   crd-e2e-ledger.service     ordered after clusterrebootd.service: appends
 #                              "up T BOOT_ID" when the unit became active (its
-#                              ActiveEnterTimestamp: READY=1 arrived) and
-#                              "down T BOOT_ID" when the machine starts to go down
-#                              (stopped before clusterrebootd) to
+#                              ActiveEnterTimestamp: READY=1 arrived) to
 #                              /var/lib/clusterrebootd-test/events.
+#   crd-e2e-down.service       ordered before clusterrebootd.service, so active
+#                              however soon the daemon reboots: appends "down T
+#                              BOOT_ID" when the machine goes down (stopped just
+#                              after clusterrebootd).
 
 SD_TEST_DIR=/var/lib/clusterrebootd-test
 SD_DETECTOR=$SD_TEST_DIR/needs-reboot
@@ -118,20 +120,37 @@ _sd_install_test_units() {
 	EOF
 	chmod 755 "$r/usr/local/sbin/crd-e2e-ledger"
 	cat >"$r/etc/systemd/system/crd-e2e-ledger.service" <<-'EOF'
-		# Test only (make e2e-systemd): when clusterrebootd became ready, when the machine went down.
+		# Test only (make e2e-systemd): when clusterrebootd became ready.
 		[Unit]
-		Description=clusterrebootd e2e: boot ledger
+		Description=clusterrebootd e2e: boot ledger, up
 		Wants=clusterrebootd.service
 		After=clusterrebootd.service
 		[Service]
 		Type=oneshot
 		RemainAfterExit=yes
 		ExecStart=/usr/local/sbin/crd-e2e-ledger up
+		[Install]
+		WantedBy=multi-user.target
+	EOF
+	# "down" comes from a unit started before clusterrebootd, so that it is
+	# active (and its ExecStop runs) however soon after its start the daemon
+	# reboots the machine: the "up" unit, ordered after clusterrebootd, may
+	# not have started yet then, and a reboot would go unrecorded.
+	cat >"$r/etc/systemd/system/crd-e2e-down.service" <<-'EOF'
+		# Test only (make e2e-systemd): when the machine went down.
+		[Unit]
+		Description=clusterrebootd e2e: boot ledger, down
+		Before=clusterrebootd.service
+		[Service]
+		Type=oneshot
+		RemainAfterExit=yes
+		ExecStart=/bin/true
 		ExecStop=/usr/local/sbin/crd-e2e-ledger down
 		[Install]
 		WantedBy=multi-user.target
 	EOF
 	ln -sf /etc/systemd/system/crd-e2e-ledger.service "$r/etc/systemd/system/multi-user.target.wants/crd-e2e-ledger.service"
+	ln -sf /etc/systemd/system/crd-e2e-down.service "$r/etc/systemd/system/multi-user.target.wants/crd-e2e-down.service"
 	# What `systemctl enable clusterrebootd` does.
 	ln -sf /lib/systemd/system/clusterrebootd.service "$r/etc/systemd/system/multi-user.target.wants/clusterrebootd.service"
 }
