@@ -108,9 +108,18 @@ func (d *Driver) published(res PublishResult, at time.Time) {
 		return
 	}
 	d.view.Paused = res.Paused
+	d.view.Halted = res.Halted
 	node := d.cfg.NodeName
 	d.view.Holds = replaceOverride(d.view.Holds, node, res.Hold)
 	d.view.Requests = replaceOverride(d.view.Requests, node, res.Request)
+}
+
+// RequiredSince is since when the detectors say a reboot is needed, check
+// after check (zero when not needed).
+func (d *Driver) RequiredSince() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.requiredSince
 }
 
 // replaceOverride puts node's override (nil: none) in the place of the one

@@ -32,6 +32,11 @@ func (d *Driver) stepKillSwitch(ctx context.Context, cfg config.Config, now time
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
+	if h := d.View().Halted; h != nil {
+		out.block(1, "kill_switch", ReasonHalted, fmt.Sprintf("the rollout halted itself at %s: %s; look at the failed nodes, then run clusterrebootd resume --reason TEXT", h.Since.UTC().Format(time.RFC3339), h.Reason))
+		d.refreshRequired(ctx, cfg, now)
+		return true
+	}
 	if h := d.View().Held(cfg.NodeName); h != nil {
 		out.block(1, "kill_switch", ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
 		d.refreshRequired(ctx, cfg, now)

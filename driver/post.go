@@ -162,6 +162,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 	}
 	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadView: readView}
 	args.BlockedSince, args.BlockedReason = d.blockedEpisode(st, d.deps.Now())
+	args.RequiredSince = d.RequiredSince()
 	var res PublishResult
 	code, err := d.deps.Child.Run(ctx, StepPublish, args.Args(), cfg, &res)
 	if err != nil {

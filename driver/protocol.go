@@ -85,8 +85,17 @@ const (
 	ReasonRebootLoop       = "reboot_loop"
 	ReasonPostReboot       = "post_reboot"
 	// ReasonConflict: another live machine uses this node_name, or another
-	// lock shares the etcd namespace (exit 2: the configuration must change).
+	// lock shares the etcd namespace, or a slot under this node's name is
+	// not this boot's (exit 2: the configuration or a stale key must change).
 	ReasonConflict = "conflict"
+	// ReasonHalted: the rollout's failure budget is spent (docs/rollout.md);
+	// an operator resumes it.
+	ReasonHalted = "halted"
+	// ReasonWave: a lower wave still needs its reboot, or bakes.
+	ReasonWave = "wave"
+	// ReasonPaced: min_interval_sec or max_starts_per_hour: the next slot
+	// is admitted later.
+	ReasonPaced = "paced"
 	// ReasonInterrupted: the step was stopped (daemon shutdown, a local
 	// condition turned false while waiting for the lock, a reload).
 	ReasonInterrupted = "interrupted"
@@ -99,7 +108,7 @@ const (
 func Reasons() []string {
 	return []string{ReasonKillSwitch, ReasonPaused, ReasonHeld, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
 		ReasonLockBusy, ReasonEtcd, ReasonRebootInProgress, ReasonDetector, ReasonHook, ReasonRebootFailed,
-		ReasonRebootLoop, ReasonPostReboot, ReasonConflict, ReasonInterrupted, ReasonInternal}
+		ReasonRebootLoop, ReasonPostReboot, ReasonConflict, ReasonHalted, ReasonWave, ReasonPaced, ReasonInterrupted, ReasonInternal}
 }
 
 // ReasonCode is the exit code a blocked reason maps to (the exit code of
@@ -108,13 +117,13 @@ func ReasonCode(reason string) exitcode.Code {
 	switch reason {
 	case ReasonNotNeeded:
 		return exitcode.No
-	case ReasonPolicy, ReasonHealth, ReasonRebootInProgress, ReasonPostReboot:
+	case ReasonPolicy, ReasonHealth, ReasonRebootInProgress, ReasonPostReboot, ReasonWave, ReasonPaced:
 		return exitcode.HealthBlocked
 	case ReasonLockBusy:
 		return exitcode.LockBusy
 	case ReasonWindow:
 		return exitcode.WindowClosed
-	case ReasonKillSwitch, ReasonPaused, ReasonHeld:
+	case ReasonKillSwitch, ReasonPaused, ReasonHeld, ReasonHalted:
 		return exitcode.KillSwitch
 	case ReasonEtcd:
 		return exitcode.EtcdUnavailable
@@ -191,6 +200,10 @@ type PublishArgs struct {
 	// notifications, which the child sends.
 	BlockedSince  time.Time
 	BlockedReason string
+	// RequiredSince is since when the detectors say a reboot is needed,
+	// without a break (zero: not needed), for the waves' timeout and the
+	// compliance report.
+	RequiredSince time.Time
 }
 
 // Register adds the publish flags to fs (the child side).
@@ -210,6 +223,11 @@ func (a *PublishArgs) Register(fs *flag.FlagSet) {
 		return err
 	})
 	fs.StringVar(&a.BlockedReason, "blocked-reason", "", "the `reason` token the node is blocked for, for notifications")
+	fs.Func("required-since", "`time` (RFC 3339) since when a reboot is needed", func(s string) error {
+		t, err := time.Parse(time.RFC3339, s)
+		a.RequiredSince = t
+		return err
+	})
 }
 
 // Args renders the flags (the daemon side).
@@ -224,6 +242,9 @@ func (a PublishArgs) Args() []string {
 	}
 	if !a.BlockedSince.IsZero() {
 		args = append(args, "--blocked-since", a.BlockedSince.UTC().Format(time.RFC3339), "--blocked-reason", a.BlockedReason)
+	}
+	if !a.RequiredSince.IsZero() {
+		args = append(args, "--required-since", a.RequiredSince.UTC().Format(time.RFC3339))
 	}
 	return args
 }
@@ -329,6 +350,9 @@ type PublishResult struct {
 	// request for it (nil: none), read by every publication.
 	Hold    *policy.Override `json:"hold,omitempty"`
 	Request *policy.Override `json:"request,omitempty"`
+	// Halted is the rollout's halt in effect (nil: none; docs/rollout.md),
+	// read by every publication.
+	Halted *policy.Pause `json:"halted,omitempty"`
 	// Notifications are the notifications this step sent (or failed to).
 	Notifications *Notifications `json:"notifications,omitempty"`
 }

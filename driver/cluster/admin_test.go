@@ -283,9 +283,9 @@ func TestStepErrors(t *testing.T) {
 		{"unknown step", n, nil, []string{"reboot-now"}, exitcode.Config},
 		{"bad flag", n, nil, []string{"cycle", "--attempts", "3"}, exitcode.Config},
 		{"stray argument", n, nil, []string{"status", "extra"}, exitcode.Config},
-		{"empty stdin", n, ptr(""), []string{"status"}, exitcode.Config},
-		{"invalid config", n, ptr("lock_ttl_sec: 1\nnode_name: a\n"), []string{"status"}, exitcode.Config},
-		{"not yaml", n, ptr("{{{"), []string{"status"}, exitcode.Config},
+		{"empty stdin", n, strPtr(""), []string{"status"}, exitcode.Config},
+		{"invalid config", n, strPtr("lock_ttl_sec: 1\nnode_name: a\n"), []string{"status"}, exitcode.Config},
+		{"not yaml", n, strPtr("{{{"), []string{"status"}, exitcode.Config},
 		{"help", n, nil, []string{"cycle", "--help"}, exitcode.OK},
 		{"etcd unreachable: status", unreachable, nil, []string{"status"}, exitcode.EtcdUnavailable},
 		{"etcd unreachable: cycle", unreachable, nil, []string{"cycle"}, exitcode.EtcdUnavailable},
@@ -311,7 +311,7 @@ func TestStepErrors(t *testing.T) {
 	}
 }
 
-func ptr(s string) *string { return &s }
+func strPtr(s string) *string { return &s }
 
 func TestServeMetrics(t *testing.T) {
 	dir := t.TempDir()

@@ -12,14 +12,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
-	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/gate"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
-	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
 // CycleResult is the JSON of `step cycle`: driver.CycleResult plus what the
@@ -38,8 +35,12 @@ type CycleResult struct {
 	// Present lists the nodes counted against max_holders at the last count
 	// (a name twice when two machines share it).
 	Present []string `json:"present,omitempty"`
-	// MaxHolders is the max_holders that counted: the smallest in the line.
+	// MaxHolders is the max_holders that counted: the strictest in the
+	// line, the records and the slots, a percentage resolved.
 	MaxHolders int `json:"max_holders,omitempty"`
+	// Admission is the admission's last verdict (lib/slot): the rule that
+	// said no, or every rule's yes, with the effective rules.
+	Admission *slot.Verdict `json:"admission,omitempty"`
 	// Reboot is what lib/reboot did (or, in a dry run, would have done).
 	Reboot *reboot.Result `json:"reboot,omitempty"`
 	// AbortHooks are the abort hooks run after an aborted reboot, in order.
@@ -77,8 +78,9 @@ type cycleRun struct {
 	count slot.Count
 	// slotLease carries the reboot slot's lease once granted, slot the slot
 	// once taken.
-	slotLease clientv3.LeaseID
-	slot      *slot.Held
+	slotLease  clientv3.LeaseID
+	slotLeases slot.Leases
+	slot       *slot.Held
 	// slotExpired: the slot's lease ran out under the lock.
 	slotExpired bool
 	// slotTaken: the slot was taken (reboot_starting was sent).
@@ -92,6 +94,8 @@ type cycleRun struct {
 	// requested is an operator's reboot request of this node, read under
 	// the lock (nil: none).
 	requested *policy.Override
+	// stopped: stop ended the cycle (its reason and detail are set).
+	stopped bool
 	// at is what the cycle runs now. It no longer changes once ctx ends
 	// (SIGTERM): it then says what was running when the stop came.
 	at driver.StopPoint
@@ -112,8 +116,17 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	if err != nil {
 		log.Warn("boot id unreadable; the lock annotation goes without it (no reboot slot can be taken)", "error", err.Error())
 	}
+	fleet := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
+	fleet.RPCTimeout, fleet.Now = s.rpc, s.w.now
 	o := lock.FromConfig(s.cfg, bootID, machineID)
 	o.Purpose, o.RPCTimeout, o.Now = "reboot", s.rpc, s.w.now
+	if s.cfg.MaxHolders.Percent > 0 {
+		seats, err := fleet.Seats(ctx)
+		if err != nil {
+			return s.etcdErr(ctx, "counting the health records for max_holders "+s.cfg.MaxHolders.String(), err)
+		}
+		o.MaxHolders = seats
+	}
 	o.Backoff.Rand = s.w.rand
 	o.OnRetry = func(attempt int, err error, wait time.Duration) {
 		log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", driver.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
@@ -168,8 +181,7 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
 	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log, noWait: a.NoWait,
-		fleet: slot.FromConfig(s.client, s.cfg, bootID, machineID), at: driver.StopPoint{Running: driver.RunningNothing}}
-	c.fleet.RPCTimeout, c.fleet.Now = s.rpc, s.w.now
+		fleet: fleet, at: driver.StopPoint{Running: driver.RunningNothing}}
 	err = c.run()
 	c.notifyFailed(err)
 	if ctx.Err() != nil && res.Outcome == driver.OutcomeBlocked {
@@ -179,37 +191,11 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	return err
 }
 
-// run is steps 6 and 7: the checks under the lock, waiting for a free slot
-// (and checking again after a wait), then the slot, the hooks and the reboot.
+// run is steps 6 and 7: the admission (every fleet rule, and the
+// node-local checks before the take), then the hooks and the reboot.
 func (c *cycleRun) run() error {
-	for {
-		if err := c.checks(); err != nil {
-			return err
-		}
-		free, err := c.slotsFree()
-		if err != nil {
-			return err
-		}
-		if !free {
-			continue
-		}
-		if err := c.policyAtCount(); err != nil {
-			return err
-		}
-		if c.cfg.DryRun {
-			return c.dryRun()
-		}
-		if err := reboot.CheckStateDir(c.cfg.StateDir); err != nil {
-			return c.stop(driver.ReasonRebootFailed, err)
-		}
-		err = c.takeSlot()
-		if errors.Is(err, errRecount) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		break
+	if err := c.admit(); err != nil || c.slot == nil {
+		return err
 	}
 	// From here an abort undoes what the hooks did (abort_hooks) while the
 	// slot still counts this node as down, then frees the slot.
@@ -261,6 +247,7 @@ func (c *cycleRun) stop(reason string, err error) error {
 		detail = err.Error()
 	}
 	c.res.Outcome, c.res.Reason, c.res.Detail = driver.OutcomeBlocked, reason, detail
+	c.stopped = true
 	c.log.Info("reboot blocked under the lock", "event", "blocked", "reason", reason, "detail", detail)
 	return err
 }
@@ -273,54 +260,24 @@ func (c *cycleRun) alive() error {
 	return nil
 }
 
-// checks runs the under-lock checks in order: pause key, kill switch file,
-// window, detectors (debounce), policies on a fresh view, health gate.
-func (c *cycleRun) checks() error {
-	v, err := c.readView(c.uctx)
-	if err != nil {
-		return c.stop(driver.ReasonEtcd, err)
+// checks runs the node-local checks under the lock (LocalChecks: the kill
+// switch file, the windows, the detectors, the health gate) on behalf of
+// the admission, which has just admitted on count c.
+func (c *cycleRun) checks(ctx context.Context, n slot.Count, v slot.Verdict) error {
+	view := n.View
+	c.res.View = &view
+	c.requested = n.Request
+	size := 0
+	if v.Policy != nil {
+		size = v.Policy.ClusterSize
 	}
-	c.res.View = &v
-	if v.Paused != nil {
-		return c.stop(driver.ReasonPaused, exitcode.Errorf(exitcode.KillSwitch,
-			"cluster: reboots are paused cluster-wide (%s, by %s since %s): run `clusterrebootd resume` to allow them",
-			v.Paused.Reason, v.Paused.By, v.Paused.Since.Format("2006-01-02T15:04:05Z07:00")))
+	l := LocalChecks{Cfg: c.cfg, Root: c.w.root, Runner: c.w.runner, Uname: c.w.uname, Now: c.w.now, Log: c.log, Doing: c.doing}
+	r := l.Check(ctx, c.requested, size)
+	if r.Gate != nil {
+		c.res.Gate = r.Gate
 	}
-	if h := v.Held(c.cfg.NodeName); h != nil {
-		return c.stop(driver.ReasonHeld, heldErr(c.cfg.NodeName, "", h))
-	}
-	c.requested = v.Requested(c.cfg.NodeName)
-	if set, why, _ := reboot.KillSwitch(c.cfg.KillSwitchFile); set {
-		return c.stop(driver.ReasonKillSwitch, exitcode.Errorf(exitcode.KillSwitch,
-			"cluster: kill switch %s is set (%s): remove the file to allow reboots", c.cfg.KillSwitchFile, why))
-	}
-	if err := c.window(); err != nil {
-		return err
-	}
-	if err := c.detect(); err != nil {
-		return err
-	}
-	if err := c.alive(); err != nil {
-		return err
-	}
-	if v, err = c.readView(c.uctx); err != nil {
-		return c.stop(driver.ReasonEtcd, err)
-	}
-	c.res.View = &v
-	d := policy.Evaluate(v, c.cfg.NodeName, c.cfg.ClusterPolicies)
-	c.res.Policy = &d
-	if !d.Allowed {
-		return c.stop(driver.ReasonPolicy, exitcode.Errorf(exitcode.HealthBlocked, "cluster: policy %s: %s", d.Rule, d.Reason))
-	}
-	gc := gate.FromConfig(c.cfg, gate.PhaseUnderLock)
-	gc.ClusterSize = d.ClusterSize
-	gc.Checks.Remote = remoteChecks(c.cfg)
-	c.doing(driver.RunningHealthScript)
-	gr := gate.Run(c.uctx, c.w.runner, c.cfg.HealthScript, gate.Timeout(c.cfg), gc)
-	c.doing(driver.RunningNothing)
-	c.res.Gate = &GateSummary{Phase: gr.Phase, Healthy: gr.Healthy, ExitStatus: gr.ExitStatus, TimedOut: gr.TimedOut, DurationMS: gr.DurationMS, Reason: gr.Reason}
-	if err := gr.Err(); err != nil {
-		return c.stop(driver.ReasonHealth, err)
+	if r.Err != nil {
+		return c.stop(r.Reason, r.Err)
 	}
 	return c.alive()
 }
@@ -329,43 +286,4 @@ func (c *cycleRun) checks() error {
 func heldErr(node, while string, h *policy.Override) error {
 	return exitcode.Errorf(exitcode.KillSwitch, "cluster: node %s is held%s (%s, by %s since %s); nothing was rebooted: run `clusterrebootd release-hold %s` to allow its reboot",
 		node, while, h.Reason, h.By, h.Since.Format("2006-01-02T15:04:05Z07:00"), node)
-}
-
-func (c *cycleRun) window() error {
-	loc, err := window.LoadLocation(c.cfg.Windows.Timezone)
-	if err != nil {
-		return c.stop(driver.ReasonWindow, exitcode.New(exitcode.Config, err))
-	}
-	sched, err := window.New(c.cfg.Windows.Allow, c.cfg.Windows.Deny, loc)
-	if err != nil {
-		return c.stop(driver.ReasonWindow, err)
-	}
-	if d := sched.At(c.w.now()); !d.Open {
-		return c.stop(driver.ReasonWindow, exitcode.Errorf(exitcode.WindowClosed, "cluster: window closed: %s", d.Reason))
-	}
-	return nil
-}
-
-// detect asks the detectors again: a reboot that is no longer needed is not
-// done (FR-RD-3 debounce).
-func (c *cycleRun) detect() error {
-	ds, err := detect.New(c.cfg.Detectors, detect.Env{Root: c.w.root, Runner: c.w.runner, Uname: c.w.uname})
-	if err != nil {
-		return c.stop(driver.ReasonDetector, err)
-	}
-	c.doing(driver.RunningDetectors)
-	rep := detect.Check(c.uctx, ds)
-	c.doing(driver.RunningNothing)
-	if rep.Err != nil {
-		return c.stop(driver.ReasonDetector, rep.Err)
-	}
-	if !rep.RebootRequired && c.requested != nil {
-		c.log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
-			"by", c.requested.By, "since", c.requested.Since.Format(time.RFC3339), "request_reason", c.requested.Reason)
-		return nil
-	}
-	if !rep.RebootRequired {
-		return c.stop(driver.ReasonNotNeeded, exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do"))
-	}
-	return nil
 }

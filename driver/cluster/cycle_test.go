@@ -314,7 +314,7 @@ func TestCycleNoWait(t *testing.T) {
 		}
 		o := n.run("cycle", "--no-wait")
 		if o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonRebootInProgress ||
-			!strings.Contains(o.str("detail"), "other nodes are rebooting (node-b; max_holders 1); a real run would keep its seat and wait") {
+			!strings.Contains(o.str("detail"), "other nodes of the ungrouped fleet are rebooting (node-b(slot); max_holders 1); a real run would keep its seat and wait") {
 			t.Fatalf("cycle --no-wait = %d %s: %s\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 		}
 		assertFree(t, c, n)

@@ -70,21 +70,26 @@ func (c *cycleRun) hookEnvFor(phase string) []string {
 	)
 }
 
-// notPaused reads the cluster-wide pause key and this node's hold again: a
-// pause or hold given after the checks under the lock (while the hooks ran)
-// stops the reboot, as the kill switch file does. An unreadable key stops
-// it too.
+// notPaused reads the cluster-wide pause key, the rollout's halt and this
+// node's hold again: a pause, halt or hold given after the admission (while
+// the hooks ran) stops the reboot, as the kill switch file does. An
+// unreadable key stops it too.
 func (c *cycleRun) notPaused(while string) error {
 	rctx, cancel := c.rpcCtx(c.uctx)
 	defer cancel()
 	hold := slot.HoldKey(c.ns, c.cfg.NodeName)
-	resp, err := c.client.Txn(rctx).Then(clientv3.OpGet(c.pauseKey()), clientv3.OpGet(hold)).Commit()
+	resp, err := c.client.Txn(rctx).Then(clientv3.OpGet(c.pauseKey()), clientv3.OpGet(hold), clientv3.OpGet(slot.HaltKey(c.ns))).Commit()
 	if err != nil {
-		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+" and "+hold+" before the reboot", err))
+		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+", the halt and "+hold+" before the reboot", err))
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
 		h := policy.Override{Node: c.cfg.NodeName, Pause: *parsePause(kvs[0].Value)}
 		return c.stop(driver.ReasonHeld, heldErr(c.cfg.NodeName, " (held while "+while+")", &h))
+	}
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+		h := haltOf(kvs[0].Value)
+		return c.stop(driver.ReasonHalted, exitcode.Errorf(exitcode.KillSwitch,
+			"cluster: the rollout halted itself while %s (%s); nothing was rebooted: look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", while, h.Reason))
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {

@@ -1,140 +1,160 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
-// slotsFree counts the machines present (lib/slot: seats and reboot slots
-// of this lock and group, this node included, at one revision). Over
-// max_holders it keeps the seat and waits on a watch until that changes,
-// then reports false: time passed, so the checks run again before the count
-// is trusted. The count it returns true on is c.count, which the slot
-// transaction is guarded by.
-func (c *cycleRun) slotsFree() (bool, error) {
-	defer c.doing(driver.RunningNothing)
-	var logged []string
-	for waited := false; ; waited = true {
-		n, err := c.fleet.Count(c.uctx, c.held.Entry())
-		if err != nil {
-			if c.uctx.Err() != nil {
-				return false, c.stop("", nil)
-			}
-			return false, c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "counting the nodes present (lock seats and reboot slots)", err))
-		}
-		c.count = n
-		c.res.Present = n.Nodes()
-		if n.Problem != nil {
-			return false, c.stop(driver.ReasonConflict, n.Problem)
-		}
-		if len(n.Disagree) > 0 && !c.warnedMax {
-			c.warnedMax = true
-			c.log.Warn("the nodes of this lock disagree on max_holders; the smallest counts", "event", "max_holders_disagree",
-				"seen", fmt.Sprint(n.Disagree), "effective", n.MaxHolders, "configured", c.cfg.MaxHolders)
-		}
-		c.res.MaxHolders = n.MaxHolders
-		if !n.Full() {
-			return !waited, nil
-		}
-		if c.noWait {
-			others := slices.DeleteFunc(n.Nodes(), func(s string) bool { return s == c.cfg.NodeName })
-			return false, c.stop(driver.ReasonRebootInProgress, exitcode.Errorf(exitcode.HealthBlocked,
-				"cluster: other nodes are rebooting (%s; max_holders %d); a real run would keep its seat and wait",
-				strings.Join(others, ","), n.MaxHolders))
-		}
-		if nodes := n.Nodes(); logged == nil || !slices.Equal(logged, nodes) {
-			// Once, and again only when who is present changed (not on
-			// every Recheck).
-			c.log.Info("other nodes are rebooting; keeping the seat and waiting", "event", "slot_waiting",
-				"reason", driver.ReasonRebootInProgress, "present", n.Describe(), "max_holders", n.MaxHolders)
-			logged = nodes
-		}
-		c.doing(driver.RunningSlotWait)
-		if c.w.beforeWatch != nil {
-			c.w.beforeWatch()
-		}
-		if err := c.fleet.Wait(c.uctx, n.Revision, c.w.recheck); err != nil {
-			return false, c.stop("", nil)
-		}
+// RuleReason is the daemon's reason token for a rule of the admission
+// (lib/slot): the two budgets are reboot_in_progress, pacing and the rate
+// are paced, every other rule is its own name.
+func RuleReason(rule string) string {
+	switch rule {
+	case slot.RuleMaxHolders, slot.RuleMaxTotal:
+		return driver.ReasonRebootInProgress
+	case slot.RuleMinInterval, slot.RuleRate:
+		return driver.ReasonPaced
+	case slot.RuleConflict:
+		return driver.ReasonConflict
+	case slot.RulePaused:
+		return driver.ReasonPaused
+	case slot.RuleHalted:
+		return driver.ReasonHalted
+	case slot.RuleHeld:
+		return driver.ReasonHeld
+	case slot.RuleWave:
+		return driver.ReasonWave
+	case slot.RulePolicy:
+		return driver.ReasonPolicy
 	}
+	return driver.ReasonInternal
 }
 
-// policyAtCount evaluates the built-in policies on the view read with the
-// count: the slot transaction is guarded by that read's revision, so a node
-// that proceeds saw every slot taken before its own (with max_holders > 1,
-// two nodes cannot both pass on a view where neither is down yet).
-func (c *cycleRun) policyAtCount() error {
-	d := c.fleet.Evaluate(c.count)
-	c.res.Policy = &d
-	if !d.Allowed {
-		return c.stop(driver.ReasonPolicy, exitcode.Errorf(exitcode.HealthBlocked, "cluster: policy %s: %s", d.Rule, d.Reason))
+// admit takes this node's reboot slot through the one admission point
+// (lib/slot.Admission): every fleet rule in one etcd transaction, the
+// node-local rules (checks) before the take and after every wait, the slot
+// in the transaction guarded by that count. It returns nil with c.slot set,
+// or nil in a dry run once everything passed, or the stop error.
+func (c *cycleRun) admit() error {
+	var lastWait string
+	a := slot.Admission{Fleet: c.fleet, Seat: c.held, Wait: !c.noWait, DryRun: c.cfg.DryRun, Recount: c.w.recheck,
+		Recheck: c.checks,
+		Prepare: c.prepareSlot,
+		OnWait: func(v slot.Verdict) {
+			c.res.Present, c.res.MaxHolders = c.countOf(v)
+			if key := v.Rule + "\x00" + v.Reason; key != lastWait {
+				// Once, and again only when what it waits for changed (not
+				// on every re-count).
+				c.log.Info("waiting: "+v.Reason, "event", "slot_waiting", "reason", RuleReason(v.Rule), "rule", v.Rule,
+					"max_holders", v.Rules.MaxHolders, "until", stampOrEmpty(v))
+				lastWait = key
+			}
+			c.doing(driver.RunningSlotWait)
+			if c.w.beforeWatch != nil {
+				c.w.beforeWatch()
+			}
+		},
+	}
+	out, err := a.Admit(c.uctx)
+	c.doing(driver.RunningNothing)
+	c.count = out.Count
+	if out.Count.Revision != 0 {
+		c.res.Present, c.res.MaxHolders = c.countOf(out.Verdict)
+		v := out.Verdict
+		c.res.Admission = &v
+		c.res.Policy = v.Policy
+		if len(out.Count.Disagree) > 0 && !c.warnedMax {
+			c.warnedMax = true
+			c.log.Warn("the nodes of this lock disagree on max_holders; the smallest counts", "event", "max_holders_disagree",
+				"seen", fmt.Sprint(out.Count.Disagree), "effective", v.Rules.MaxHolders, "configured", c.cfg.MaxHolders.String())
+		}
+	}
+	if out.Halted {
+		c.notifyHalted(out.Verdict)
+	}
+	var refusal *slot.Refusal
+	switch {
+	case err == nil && out.Held == nil:
+		return c.dryRun()
+	case err == nil:
+		c.slot = out.Held
+		c.slotLease = out.Held.Lease
+		c.res.SlotKey = out.Held.Key
+		c.log.Info("reboot slot taken", "event", "slot_taken", "slot_key", out.Held.Key, "slot_ttl_sec", c.cfg.RebootSlotTTLSec,
+			"slot_lease_id", fmt.Sprintf("%x", int64(out.Held.Lease)), "max_holders", out.Verdict.Rules.MaxHolders)
+		c.notifyStarting()
+		return c.silenceSlot()
+	case c.stopped:
+		return err // a node-local check stopped it and said why
+	case errors.As(err, &refusal):
+		if refusal.Rule == slot.RuleConflict {
+			c.log.Warn("cannot take the reboot slot: "+refusal.Reason, "event", "slot_conflict", "reason", driver.ReasonConflict)
+		}
+		if refusal.Wait && c.noWait {
+			return c.stop(RuleReason(refusal.Rule), exitcode.Errorf(exitcode.HealthBlocked, "cluster: %s; a real run would keep its seat and wait", refusal.Reason))
+		}
+		return c.stop(RuleReason(refusal.Rule), exitcode.Errorf(exitcode.CodeOf(err), "cluster: %s", refusal.Reason))
+	case errors.Is(err, slot.ErrSeatLost):
+		return c.stop(driver.ReasonLockBusy, exitcode.Errorf(exitcode.LockBusy,
+			"cluster: lock lost: the seat %s was gone when the reboot slot was to be taken; nothing was run", c.held.Entry()))
+	case c.uctx.Err() != nil:
+		return c.stop("", nil)
+	}
+	switch exitcode.CodeOf(err) {
+	case exitcode.Config:
+		return c.stop(driver.ReasonConflict, err)
+	case exitcode.RebootFailed:
+		return c.stop(driver.ReasonRebootFailed, err)
+	}
+	return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "admitting the reboot slot "+c.fleet.Key(), err))
+}
+
+// countOf is the members counted and the effective max_holders of a verdict.
+func (c *cycleRun) countOf(v slot.Verdict) ([]string, int) {
+	return c.count.Nodes(), v.Rules.MaxHolders
+}
+
+func stampOrEmpty(v slot.Verdict) string {
+	if v.Until.IsZero() {
+		return ""
+	}
+	return v.Until.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// prepareSlot runs just before the take: state_dir must take the reboot
+// marker (else nothing is taken: a full disk must not drain the node on
+// every attempt), and the claim records the take's leases before the slot
+// exists, so that whatever follows, the lease that can delete it is known.
+func (c *cycleRun) prepareSlot(_ context.Context, l slot.Leases) error {
+	if err := c.alive(); err != nil {
+		return err
+	}
+	if c.w.beforeSlot != nil {
+		c.w.beforeSlot()
+	}
+	if err := reboot.CheckStateDir(c.cfg.StateDir); err != nil {
+		return c.stop(driver.ReasonRebootFailed, err)
+	}
+	c.slotLeases = l
+	if err := slot.WriteClaim(c.cfg.StateDir, slot.NewClaim(c.fleet, l, c.w.now(), c.res.FencingToken)); err != nil {
+		return c.stop(driver.ReasonRebootFailed, err)
 	}
 	return nil
 }
 
-// errRecount: a slot changed between the count and the slot transaction.
-var errRecount = errors.New("cluster: a reboot slot changed since the count")
-
-// takeSlot records the claim in state_dir, then writes <ns>rebooting/<node>
-// on a fresh lease of reboot_slot_ttl_sec (never kept alive), in one
-// transaction guarded by the seat and by the count's revision (lib/slot).
-// errRecount: another slot changed meanwhile; count and check again.
-func (c *cycleRun) takeSlot() error {
-	if c.w.beforeSlot != nil {
-		c.w.beforeSlot()
-	}
-	if err := c.alive(); err != nil {
-		return err
-	}
-	lease, err := c.fleet.Grant(c.uctx)
-	if err != nil {
-		if exitcode.CodeOf(err) == exitcode.Config {
-			return c.stop(driver.ReasonRebootFailed, err)
-		}
-		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "granting the reboot slot lease", err))
-	}
-	c.slotLease = lease
-	claim := slot.Claim{Key: c.fleet.Key(), Lease: fmt.Sprintf("%x", int64(lease)), Lock: c.fleet.Lock, Node: c.cfg.NodeName,
-		BootID: c.fleet.BootID, Since: c.w.now().UTC().Format(time.RFC3339Nano), FencingToken: c.res.FencingToken}
-	if err := slot.WriteClaim(c.cfg.StateDir, claim); err != nil {
-		c.freeSlot()
-		return c.stop(driver.ReasonRebootFailed, err)
-	}
-	held, err := c.fleet.Take(c.uctx, c.held.IsOwnerCmp(), c.held.Entry(), c.count, lease)
-	switch {
-	case errors.Is(err, slot.ErrChanged):
-		c.freeSlot()
-		c.log.Info("a reboot slot changed since the count; checking again", "event", "slot_recount")
-		return errRecount
-	case errors.Is(err, slot.ErrSeatLost):
-		c.freeSlot()
-		return c.stop(driver.ReasonLockBusy, exitcode.Errorf(exitcode.LockBusy,
-			"cluster: lock lost: the seat %s was gone when the reboot slot was to be taken; nothing was run", c.held.Entry()))
-	case exitcode.CodeOf(err) == exitcode.Config:
-		c.freeSlot()
-		return c.stop(driver.ReasonConflict, err)
-	case err != nil && exitcode.CodeOf(err) == exitcode.RebootFailed:
-		c.freeSlot()
-		return c.stop(driver.ReasonRebootFailed, err)
-	case err != nil:
-		// The outcome is unknown: revoking the lease removes a slot that may
-		// have been written.
-		c.freeSlot()
-		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "taking the reboot slot "+c.fleet.Key(), err))
-	}
-	c.slot = held
-	c.res.SlotKey = held.Key
-	c.log.Info("reboot slot taken", "event", "slot_taken", "slot_key", held.Key, "slot_ttl_sec", c.cfg.RebootSlotTTLSec,
-		"slot_lease_id", claim.Lease)
-	c.notifyStarting()
-	return c.silenceSlot()
+// notifyHalted sends rollout_halted: this node's admission recorded the
+// halt, so it alone sends it.
+func (c *cycleRun) notifyHalted(v slot.Verdict) {
+	c.log.Error("the rollout halted itself: "+v.Reason, "event", "rollout_halted", "reason", driver.ReasonHalted, "failures", len(v.Failures))
+	c.notify(notifyevents.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: v.Reason})
 }
 
 // renewSlot gives the slot its whole TTL again just before the reboot
@@ -160,9 +180,10 @@ func (c *cycleRun) renewSlot() error {
 	return nil
 }
 
-// freeSlot revokes the slot lease (deleting the slot, and nothing another
-// machine wrote) with a fresh bounded context, and removes the claim; when
-// etcd cannot be reached the slot expires with its lease.
+// freeSlot gives back a slot taken for a reboot that did not start
+// (lib/slot.Abort: the in-flight record first, then the slot, with a fresh
+// bounded context), and removes the claim; when etcd cannot be reached
+// the slot expires with its lease.
 func (c *cycleRun) freeSlot() {
 	if c.slotLease == 0 {
 		return
@@ -170,7 +191,7 @@ func (c *cycleRun) freeSlot() {
 	fctx, cancel := c.fresh()
 	defer cancel()
 	key := c.fleet.Key()
-	switch err := slot.Free(fctx, c.client, c.slotLease); {
+	switch err := slot.Abort(fctx, c.client, c.slotLeases); {
 	case errors.Is(err, slot.ErrExpired):
 		c.log.Info("the reboot slot had already expired", "event", "slot_expired", "slot_key", key, "slot_ttl_sec", c.cfg.RebootSlotTTLSec)
 	case err != nil:
@@ -184,17 +205,20 @@ func (c *cycleRun) freeSlot() {
 	}
 	c.expireSilences()
 	c.slotLease = 0
+	c.slotLeases = slot.Leases{}
 	c.slot = nil
 	c.res.SlotKey = ""
 }
 
 // keepSlotAfterCommand is 25.9's rule: once the reboot command started, the
 // shutdown it asked for may be under way even though the command failed
-// (systemctl killed by the shutdown it started): the slot stays until the
-// node is back (the boot id says so) or its lease ends.
+// (systemctl killed by the shutdown it started): the slot and its in-flight
+// record stay until the node is back (the boot id says so) or its lease
+// ends.
 func (c *cycleRun) keepSlotAfterCommand() {
 	c.log.Warn("the reboot command failed after it started; the reboot slot is kept until the node is back or the slot expires",
 		"event", "slot_kept_after_command", "slot_key", c.fleet.Key(), "slot_ttl_sec", c.cfg.RebootSlotTTLSec)
 	c.slotLease = 0
+	c.slotLeases = slot.Leases{}
 	c.slot = nil
 }

@@ -129,9 +129,6 @@ func (s *session) notifyBlocked(a driver.PublishArgs) {
 func (s *session) completeNotify(ctx context.Context, res *driver.CompleteResult) error {
 	m, merr := reboot.ReadMarker(s.cfg.StateDir)
 	cl, hasClaim, _ := slot.ReadClaim(s.cfg.StateDir)
-	if boot, _, berr := s.w.ids(); merr == nil && berr == nil && boot != m.BootID {
-		s.clearInflight(ctx) // before the slot is freed: never a false slot_expired
-	}
 	err := s.complete(ctx, res)
 	if err != nil || merr != nil || !s.cfg.Notifications.Enabled() {
 		return err
@@ -151,7 +148,6 @@ func (s *session) completeNotify(ctx context.Context, res *driver.CompleteResult
 // command follow at once, without waiting for it.
 func (c *cycleRun) notifyStarting() {
 	c.slotTaken = true
-	c.markInflight()
 	c.notify(notifyevents.Fields{Event: config.NotifyRebootStarting, FencingToken: c.res.FencingToken, Slot: c.res.SlotKey})
 }
 
@@ -159,9 +155,6 @@ func (c *cycleRun) notifyStarting() {
 func (c *cycleRun) notifyFailed(err error) {
 	if err == nil || !c.slotTaken {
 		return
-	}
-	if c.res.Reboot == nil || !c.res.Reboot.CommandStarted {
-		c.clearInflight(c.ctx) // the slot was freed
 	}
 	c.notify(notifyevents.Fields{Event: config.NotifyRebootFailed, FencingToken: c.res.FencingToken, Slot: c.fleet.Key(),
 		Reason: c.res.Reason, Detail: c.res.Detail})

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -16,48 +15,22 @@ import (
 )
 
 // A node that never comes back cannot say so: its in-flight record
-// (slotnotify.Inflight) is what other nodes' publish looks at.
+// (lib/slot.Inflight, written with its slot by the admission, deleted with
+// it by completion or abort) is what other nodes' publish looks at.
 
-func (s *session) wantsExpiry() bool      { return s.cfg.Notifications.Wants(config.NotifySlotExpired) }
-func (c *cycleRun) inflightLease() string { return fmt.Sprintf("%x", int64(c.slotLease)) }
-
-// markInflight records this node's reboot as in flight (best effort: a
-// failure only means a slot that expires goes unreported).
-func (c *cycleRun) markInflight() {
-	if !c.wantsExpiry() {
-		return
-	}
-	rec := slotnotify.Inflight{Node: c.cfg.NodeName, Lease: c.inflightLease(), Since: c.w.now().UTC(), TTLSec: c.cfg.RebootSlotTTLSec, FencingToken: c.res.FencingToken}
-	rctx, cancel := c.rpcCtx(c.uctx)
-	defer cancel()
-	if err := slotnotify.MarkInflight(rctx, c.client, c.ns, rec); err != nil {
-		c.log.Warn("cannot record the reboot as in flight; if its slot expires, no slot_expired notification is sent", "event", "notify_failed", "error", err.Error())
-	}
-}
-
-// clearInflight deletes this node's in-flight record (its reboot completed
-// or was aborted).
-func (s *session) clearInflight(ctx context.Context) {
-	if !s.wantsExpiry() {
-		return
-	}
-	rctx, cancel := s.rpcCtx(context.WithoutCancel(ctx))
-	defer cancel()
-	if err := slotnotify.ClearInflight(rctx, s.client, s.ns, s.cfg.NodeName); err != nil {
-		s.log.Warn("cannot delete the in-flight record; a false slot_expired may be sent", "event", "notify_failed", "error", err.Error())
-	}
-}
+func (s *session) wantsExpiry() bool { return s.cfg.Notifications.Wants(config.NotifySlotExpired) }
 
 // noticeExpiredSlots is publish's look at the reboots in flight: a record
 // older than its slot's TTL whose slot is gone means the slot expired
-// before its node completed.
+// before its node completed. It sends slot_expired once per cluster and
+// leaves the record alone: it is the failure budget's evidence.
 func (s *session) noticeExpiredSlots(ctx context.Context) {
 	if !s.wantsExpiry() {
 		return
 	}
 	rctx, cancel := s.rpcCtx(ctx)
 	resp, err := s.client.Txn(rctx).Then(
-		clientv3.OpGet(slotnotify.InflightDir(s.ns), clientv3.WithPrefix()),
+		clientv3.OpGet(slot.InflightDir(s.ns), clientv3.WithPrefix()),
 		clientv3.OpGet(slot.Dir(s.ns), clientv3.WithPrefix()),
 	).Commit()
 	cancel()
@@ -69,24 +42,19 @@ func (s *session) noticeExpiredSlots(ctx context.Context) {
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		slots[strings.TrimPrefix(string(kv.Key), slot.Dir(s.ns))] = kv.Lease
 	}
+	c := slot.Count{Rollout: slot.Rollout{}}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		var rec slotnotify.Inflight
-		node := strings.TrimPrefix(string(kv.Key), slotnotify.InflightDir(s.ns))
-		if json.Unmarshal(kv.Value, &rec) != nil || rec.Node != node {
-			continue
-		}
-		if lease, ok := slots[node]; ok && fmt.Sprintf("%x", lease) == rec.Lease {
+		c.Rollout.Inflight = append(c.Rollout.Inflight, slot.ParseInflight(s.ns, kv))
+	}
+	for _, rec := range c.Rollout.Inflight {
+		if lease, ok := slots[rec.Node]; ok && fmt.Sprintf("%x", lease) == rec.Lease {
 			continue // still in its slot
 		}
 		if s.w.now().Before(rec.Since.Add(time.Duration(rec.TTLSec) * time.Second)) {
 			continue // its slot cannot have expired yet: freed, or being retaken
 		}
-		s.notifyOnce(ctx, slotnotify.OnceID(node, rec.Lease), notifyevents.Fields{Event: config.NotifySlotExpired, Node: node, FencingToken: rec.FencingToken,
-			Slot: slot.Key(s.ns, node), Since: notifyevents.Stamp(rec.Since),
-			Detail: fmt.Sprintf("%s did not come back within reboot_slot_ttl_sec (%d s); other nodes may reboot now", node, rec.TTLSec)})
-		dctx, cancel := s.rpcCtx(ctx)
-		_, _ = s.client.Txn(dctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
-			Then(clientv3.OpDelete(string(kv.Key))).Commit()
-		cancel()
+		s.notifyOnce(ctx, slotnotify.OnceID(rec.Node, rec.Lease), notifyevents.Fields{Event: config.NotifySlotExpired, Node: rec.Node, FencingToken: rec.FencingToken,
+			Slot: slot.Key(s.ns, rec.Node), Since: notifyevents.Stamp(rec.Since),
+			Detail: fmt.Sprintf("%s did not come back within reboot_slot_ttl_sec (%d s); it counts against the rollout's failure budget", rec.Node, rec.TTLSec)})
 	}
 }

@@ -38,7 +38,9 @@ func TestTwoMachinesWithOneName(t *testing.T) {
 		reason   string
 	}{
 		{"different machine ids: a conflict, loudly", "b-machine", exitcode.Config, driver.ReasonConflict},
-		{"cloned machine id: counted as two machines", "", exitcode.HealthBlocked, driver.ReasonRebootInProgress},
+		// A clone with the same machine id cannot be told from this
+		// machine's own earlier boot: refused, never waiting to take it.
+		{"cloned machine id: a conflict too", "", exitcode.Config, driver.ReasonConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)

@@ -46,6 +46,11 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 		V: policy.ProtocolVersion, Node: s.cfg.NodeName, State: a.State, Reason: oneLine(a.Detail, 200), RebootRequired: a.RebootRequired,
 		LastCheck: a.LastCheck.UTC(), Group: s.cfg.Group, Version: version.Get().Version,
 		Lock: strings.TrimSuffix(s.cfg.LockKey, "/"), BootID: bootID, MachineID: machineID,
+		Wave: s.cfg.Rollout.Wave, Rules: ptr(policy.RulesOf(s.cfg)),
+	}
+	if !a.RequiredSince.IsZero() {
+		since := a.RequiredSince.UTC()
+		rec.NeedsRebootSince = &since
 	}
 	if err := s.recordIsOurs(ctx, rec); err != nil {
 		return err
@@ -64,6 +69,7 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 		clientv3.OpGet(s.pauseKey()),
 		clientv3.OpGet(slot.HoldKey(s.ns, s.cfg.NodeName)),
 		clientv3.OpGet(slot.RequestKey(s.ns, s.cfg.NodeName)),
+		clientv3.OpGet(slot.HaltKey(s.ns)),
 	).Commit()
 	cancel()
 	if err != nil {
@@ -85,6 +91,9 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	if o := parseOverrides(slot.RequestsDir(s.ns), resp.Responses[3].GetResponseRange().Kvs); len(o) > 0 {
 		res.Request = &o[0]
 	}
+	if kvs := resp.Responses[4].GetResponseRange().Kvs; len(kvs) > 0 {
+		res.Halted = haltOf(kvs[0].Value)
+	}
 	if !a.ReadView {
 		return nil
 	}
@@ -95,6 +104,8 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	res.View, res.Paused = &v, v.Paused
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // recordIsOurs refuses to overwrite a record that another machine publishes
 // under this node_name (another machine id), or that another lock's node
@@ -194,8 +205,11 @@ func (s *session) complete(ctx context.Context, res *driver.CompleteResult) erro
 	if err != nil {
 		return exitcode.Errorf(exitcode.RebootFailed, "%v; cannot tell whether this node rebooted, so its reboot slot is left to expire", err)
 	}
-	rctx, cancel := s.rpcCtx(ctx)
+	// A completion is a few requests: the slot, the in-flight record, a
+	// late one's failure record, the leases.
+	rctx, cancel := context.WithTimeout(ctx, 4*s.rpc)
 	defer cancel()
+	x := s.completion(boot)
 	cl, ok, err := slot.ReadClaim(s.cfg.StateDir)
 	if err != nil {
 		return err
@@ -210,7 +224,10 @@ func (s *session) complete(ctx context.Context, res *driver.CompleteResult) erro
 			return exitcode.Errorf(exitcode.LockBusy, "cluster: the reboot requested at %s has not happened yet (boot id %s unchanged): the slot stays until the node is back or it expires",
 				m.RequestedAt.UTC().Format(time.RFC3339), boot)
 		}
-		freed, err := slot.CompleteByBoot(rctx, s.client, s.ns, s.slotKey(), m.BootID)
+		freed, err := x.CompleteByBoot(rctx, s.slotKey(), m.BootID, s.cfg.Group, s.cfg.Rollout.Wave)
+		if errors.Is(err, slot.ErrExpired) {
+			err = nil
+		}
 		if errors.Is(err, slot.ErrNotOurs) {
 			s.log.Warn("reboot slot left alone", "event", "slot_not_ours", "key", s.slotKey(), "error", err.Error())
 		} else if err != nil {
@@ -220,7 +237,7 @@ func (s *session) complete(ctx context.Context, res *driver.CompleteResult) erro
 		s.log.Info("reboot slot freed", "event", "slot_freed", "key", s.slotKey(), "freed", res.Freed)
 		return nil
 	}
-	freed, err := slot.Complete(rctx, s.client, cl, boot)
+	freed, err := x.Complete(rctx, cl)
 	expired := errors.Is(err, slot.ErrExpired)
 	var coded *exitcode.Error
 	if errors.As(err, &coded) {
@@ -239,6 +256,12 @@ func (s *session) complete(ctx context.Context, res *driver.CompleteResult) erro
 	}
 	s.log.Info("reboot slot freed", "event", "slot_freed", "key", cl.Key, "freed", res.Freed)
 	return nil
+}
+
+// completion is this node's lib/slot.Completion in boot boot.
+func (s *session) completion(boot string) slot.Completion {
+	return slot.Completion{Client: s.client, NS: s.ns, BootID: boot, WaveBakeSec: s.cfg.Rollout.WaveBakeSec,
+		FailureWindowSec: s.cfg.Rollout.FailureWindowSec, Now: s.w.now}
 }
 
 // keepSlot renews this node's reboot slot while it is back but failing its

@@ -38,6 +38,7 @@ func (s *session) readView(ctx context.Context) (policy.View, error) {
 		clientv3.OpGet(s.pauseKey()),
 		clientv3.OpGet(slot.HoldsDir(s.ns), clientv3.WithPrefix()),
 		clientv3.OpGet(slot.RequestsDir(s.ns), clientv3.WithPrefix()),
+		clientv3.OpGet(slot.HaltKey(s.ns)),
 	).Commit()
 	if err != nil {
 		return v, s.etcdErr(ctx, "reading the cluster view under "+s.ns, err)
@@ -60,17 +61,25 @@ func (s *session) readView(ctx context.Context) (policy.View, error) {
 	}
 	v.Holds = parseOverrides(slot.HoldsDir(s.ns), resp.Responses[3].GetResponseRange().Kvs)
 	v.Requests = parseOverrides(slot.RequestsDir(s.ns), resp.Responses[4].GetResponseRange().Kvs)
+	if kvs := resp.Responses[5].GetResponseRange().Kvs; len(kvs) > 0 {
+		v.Halted = haltOf(kvs[0].Value)
+	}
 	return v, nil
 }
 
-// parseOverrides reads holds or requests under dir: the key names the node;
-// an unreadable value still counts (as an unreadable pause still pauses).
-func parseOverrides(dir string, kvs []*mvccpb.KeyValue) []policy.Override {
-	var out []policy.Override
-	for _, kv := range kvs {
-		out = append(out, policy.Override{Node: strings.TrimPrefix(string(kv.Key), dir), Pause: *parsePause(kv.Value), Revision: kv.ModRevision})
+// haltOf is the rollout's halt as the view shows it; an unreadable one
+// still halts.
+func haltOf(value []byte) *policy.Pause {
+	var h slot.Halt
+	if json.Unmarshal(value, &h) != nil || h.Reason == "" {
+		return &policy.Pause{Reason: "halted; the halt key holds no readable reason"}
 	}
-	return out
+	return &policy.Pause{Reason: h.Reason, By: h.By, Since: h.Since, V: h.V}
+}
+
+// parseOverrides reads holds or requests under dir (lib/slot).
+func parseOverrides(dir string, kvs []*mvccpb.KeyValue) []policy.Override {
+	return slot.ParseOverrides(dir, kvs)
 }
 
 // parseSlots turns slot keys into slots (lib/slot.Parse: the key names the

@@ -23,11 +23,19 @@ type Config struct {
 
 	LockKey    string `yaml:"lock_key"`
 	LockTTLSec int    `yaml:"lock_ttl_sec"`
-	MaxHolders int    `yaml:"max_holders"`
+	// MaxHolders bounds the nodes of this node's group down at once: a
+	// count or a percentage of the group's nodes.
+	MaxHolders Budget `yaml:"max_holders"`
 	// MaxHoldersTotal bounds the nodes rebooting at once across every group
 	// of the lock (0: no bound beyond max_holders per group).
-	MaxHoldersTotal int    `yaml:"max_holders_total"`
+	MaxHoldersTotal Budget `yaml:"max_holders_total"`
 	Group           string `yaml:"group"`
+	// Rollout are the fleet's rules beyond the budgets: the failure budget,
+	// pacing and waves (docs/rollout.md).
+	Rollout Rollout `yaml:"rollout"`
+	// FleetLock is what `crd-lock serve fleetlock` applies to its clients'
+	// groups (docs/fleetlock.md).
+	FleetLock FleetLock `yaml:"fleetlock"`
 
 	EtcdEndpoints      []string `yaml:"etcd_endpoints"`
 	EtcdTLS            TLS      `yaml:"etcd_tls"`
@@ -111,6 +119,65 @@ func GroupLockKey(lockKey, group string) string {
 		return lockKey
 	}
 	return lockKey + "/" + group
+}
+
+// Rollout are the fleet's rules of docs/rollout.md that are not budgets.
+type Rollout struct {
+	// Wave is this node's wave: 0 for canaries, then 1, 2, ...
+	Wave int `yaml:"wave"`
+	// MaxFailures is the failure budget: the failures within the window at
+	// which no further slot is admitted (a count or a percentage; 0: off).
+	MaxFailures Budget `yaml:"max_failures"`
+	// FailureWindowSec is how long a failure counts.
+	FailureWindowSec int `yaml:"failure_window_sec"`
+	// FailureScope is "fleet" or "group": what a failure halts.
+	FailureScope string `yaml:"failure_scope"`
+	// PostRebootTimeoutSec is how long a node back from its reboot may fail
+	// its post-reboot checks before that is a failure.
+	PostRebootTimeoutSec int `yaml:"post_reboot_timeout_sec"`
+	// MinIntervalSec is the bake time between two reboots starting in a group.
+	MinIntervalSec int `yaml:"min_interval_sec"`
+	// MaxStartsPerHour bounds the reboots starting across the fleet per hour (0: no bound).
+	MaxStartsPerHour int `yaml:"max_starts_per_hour"`
+	// WaveBakeSec is how long after a lower wave's last completion the next wave waits.
+	WaveBakeSec int `yaml:"wave_bake_sec"`
+	// WaveTimeoutSec is how long a lower-wave node that needs a reboot holds
+	// back the later waves.
+	WaveTimeoutSec int `yaml:"wave_timeout_sec"`
+}
+
+// Failure scopes.
+const (
+	ScopeFleet = "fleet"
+	ScopeGroup = "group"
+)
+
+// DefaultRollout is the failure budget on (one failure halts the fleet),
+// no pacing, one wave.
+func DefaultRollout() Rollout {
+	return Rollout{MaxFailures: Count(1), FailureWindowSec: 86400, FailureScope: ScopeFleet,
+		PostRebootTimeoutSec: 1800, WaveTimeoutSec: 86400}
+}
+
+// FleetLock is what the FleetLock server applies to its clients, which it
+// cannot look inside: per-group budgets, waves and windows.
+type FleetLock struct {
+	// Windows apply to every group without windows of its own (none: no
+	// window is checked).
+	Windows *Windows `yaml:"windows"`
+	// Groups are per FleetLock group (after --default-group mapping: the
+	// lock group's name, "" for the ungrouped lock).
+	Groups map[string]FleetLockGroup `yaml:"groups"`
+}
+
+// FleetLockGroup is one lock group's settings for its FleetLock clients.
+type FleetLockGroup struct {
+	// MaxHolders, when set, is the group's budget (else max_holders).
+	MaxHolders *Budget `yaml:"max_holders"`
+	// Wave is the clients' wave.
+	Wave int `yaml:"wave"`
+	// Windows, when set, replace fleetlock.windows for this group.
+	Windows *Windows `yaml:"windows"`
 }
 
 // Detector is one entry of reboot_required_detectors.
@@ -210,7 +277,8 @@ func Default() Config {
 		BackoffMaxSec:            60,
 		LockKey:                  "/cluster/clusterrebootd/lock",
 		LockTTLSec:               90,
-		MaxHolders:               1,
+		MaxHolders:               Count(1),
+		Rollout:                  DefaultRollout(),
 		EtcdEndpoints:            []string{"http://127.0.0.1:2379"},
 		EtcdDialTimeoutSec:       5,
 		RebootCommand:            []string{"/usr/bin/systemctl", "reboot"},

@@ -23,7 +23,7 @@ func TestNothingDroppedOrCoerced(t *testing.T) {
 			[]string{"config.yaml:2: a second YAML document starts here"}},
 		{"an empty second document", "node_name: a\n---\n", "", []string{"config.yaml:2: a second YAML document"}},
 		{"fraction into an integer", "max_holders: 2.9\n", "",
-			[]string{`config.yaml:1: max_holders: wrong type: a number "2.9" where an integer is expected`}},
+			[]string{`config.yaml:1: max_holders: wrong type: a number "2.9" where a whole number or a percentage such as "10%" is expected`}},
 		{"fraction into a seconds field", "lock_ttl_sec: 30.5\n", "", []string{`lock_ttl_sec: wrong type: a number "30.5"`}},
 		{"quoted yes into a boolean", "dry_run: \"yes\"\n", "", []string{`dry_run: wrong type: a string "yes" where true or false`}},
 		{"on into a nested boolean", "metrics:\n  enabled: 'on'\n", "", []string{`config.yaml:2: metrics.enabled: wrong type: a string "on"`}},
@@ -61,8 +61,8 @@ func TestNothingDroppedOrCoerced(t *testing.T) {
 
 func TestOneLeadingMarkerIsFine(t *testing.T) {
 	cfg, err := Parse("stdin", []byte("---\nmax_holders: 3\n"))
-	if err != nil || cfg.MaxHolders != 3 {
-		t.Fatalf("got %v %d", err, cfg.MaxHolders)
+	if err != nil || cfg.MaxHolders != Count(3) {
+		t.Fatalf("got %v %v", err, cfg.MaxHolders)
 	}
 	cfg, err = Parse("stdin", []byte("max_holders: 3\ndry_run: true\nmetrics: {enabled: false}\n"))
 	if err != nil || !cfg.DryRun {

@@ -59,12 +59,15 @@ const (
 	// removed.
 	NotifyPaused  = "paused"
 	NotifyResumed = "resumed"
+	// NotifyRolloutHalted: the failure budget is spent; no slot is
+	// admitted until an operator resumes (sent once per cluster).
+	NotifyRolloutHalted = "rollout_halted"
 )
 
 // NotifyEvents lists every notification event.
 func NotifyEvents() []string {
 	return []string{NotifyRebootStarting, NotifyRebootCompleted, NotifyRebootFailed, NotifyNodeBlocked,
-		NotifyRebootLoop, NotifySlotExpired, NotifyPaused, NotifyResumed}
+		NotifyRebootLoop, NotifySlotExpired, NotifyPaused, NotifyResumed, NotifyRolloutHalted}
 }
 
 // NotifyFields lists the fields a message template may use ({{.Node}}).

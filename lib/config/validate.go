@@ -154,6 +154,7 @@ func Validate(cfg *Config, source string, checkWindow WindowValidator) error {
 	v := &validator{cfg: cfg, problems: slices.Clone(cfg.problems)}
 	v.check()
 	v.windows(checkWindow)
+	v.fleetLock(checkWindow)
 	v.notifications()
 	if len(v.problems) == 0 {
 		return nil
@@ -244,6 +245,7 @@ func (v *validator) check() {
 		v.bad("backoff_max_sec", "%d is below backoff_min_sec (%d); raise it or lower backoff_min_sec", c.BackoffMaxSec, c.BackoffMinSec)
 	}
 	v.lock()
+	v.rollout()
 	v.etcd()
 	v.silences()
 	if len(c.RebootCommand) == 0 || c.RebootCommand[0] == "" {
@@ -403,12 +405,8 @@ func (v *validator) lock() {
 	} else if c.HealthScript != "" && c.LockTTLSec <= c.HealthTimeoutSec {
 		v.bad("lock_ttl_sec", "%d must be greater than health_timeout_sec (%d): the lock must outlive the under-lock health check", c.LockTTLSec, c.HealthTimeoutSec)
 	}
-	if c.MaxHolders < 1 {
-		v.bad("max_holders", "%d must be at least 1", c.MaxHolders)
-	}
-	if c.MaxHoldersTotal < 0 {
-		v.bad("max_holders_total", "%d must not be negative (0: no fleet-wide bound beyond max_holders per group)", c.MaxHoldersTotal)
-	}
+	v.budget("max_holders", c.MaxHolders, 1, "")
+	v.budget("max_holders_total", c.MaxHoldersTotal, 0, "no fleet-wide bound beyond max_holders per group")
 	if c.Group != "" && !validName(c.Group, 63, false) {
 		v.bad("group", "%q must be letters, digits, '.', '_' or '-' (at most 63)", c.Group)
 	}
@@ -422,9 +420,9 @@ func (v *validator) lock() {
 	// protocol reads as slots, records or the pause: the node's own entry
 	// would count as a slot, or the records as entries ahead in line.
 	if ns, key := c.Namespace(), strings.TrimSuffix(c.LockKey, "/")+"/"; c.LockKey != "" {
-		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/", ns + "holds/", ns + "requests/"} {
+		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/", ns + "holds/", ns + "requests/", ns + "rollout/", ns + "queue/"} {
 			if strings.HasPrefix(key, dir) || strings.HasPrefix(dir, key) {
-				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records, pause, holds or reboot requests live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
+				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records, pause, holds, reboot requests or the rollout's records live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
 				break
 			}
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -39,6 +41,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		var perr *Error
 		if params, perr = ParseRequest(r); perr != nil {
+			err = perr
+			break
+		}
+		if perr := s.identity(r, params.ID); perr != nil {
 			err = perr
 			break
 		}
@@ -79,4 +85,32 @@ func apiName(api string) string {
 		return "steady_state"
 	}
 	return "unknown"
+}
+
+// identity refuses a request whose client certificate does not name the
+// client it asks for (ClientIdentity): with client certificates, a node
+// can take and free only its own slot.
+func (s *Server) identity(r *http.Request, id string) *Error {
+	if s.ClientIdentity == "" || s.ClientIdentity == IdentityNone {
+		return nil
+	}
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return refuse(http.StatusForbidden, KindIDMismatch, "a client certificate is required and names the client's id")
+	}
+	cert := r.TLS.PeerCertificates[0]
+	switch s.ClientIdentity {
+	case IdentityCN:
+		if cert.Subject.CommonName == id {
+			return nil
+		}
+		return refuse(http.StatusForbidden, KindIDMismatch, fmt.Sprintf("the client certificate's common name %q is not the id %q it asks for", cert.Subject.CommonName, id))
+	case IdentityDNS:
+		for _, n := range cert.DNSNames {
+			if n == id {
+				return nil
+			}
+		}
+		return refuse(http.StatusForbidden, KindIDMismatch, fmt.Sprintf("no DNS name of the client certificate (%s) is the id %q it asks for", strings.Join(cert.DNSNames, ", "), id))
+	}
+	return refuse(http.StatusInternalServerError, KindMisconfigured, "unknown client identity "+s.ClientIdentity)
 }

@@ -14,7 +14,10 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
+	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
 // BootIDPrefix marks a FleetLock client's slot: its boot_id is
@@ -30,12 +33,18 @@ func BootID(id string) string { return BootIDPrefix + id }
 // DefaultGroup is the group Zincati sends when none is configured.
 const DefaultGroup = "default"
 
+// DefaultTicketTTL is how long a FleetLock client's place in the fleet's
+// line (max_holders_total) outlives its last ask: Zincati asks again every
+// few minutes while it waits.
+const DefaultTicketTTL = 10 * time.Minute
+
 // Server answers FleetLock requests for one lock (cfg's lock_key).
 type Server struct {
 	Client *clientv3.Client
 	// Config gives lock_key, the namespace, max_holders, lock_ttl_sec (the
 	// seat), reboot_slot_ttl_sec (the slot), the backoff, the request
-	// timeout and cluster_policies. Its node_name and group are not used.
+	// timeout, cluster_policies, the rollout's rules and fleetlock's
+	// per-group settings. Its node_name and group are not used.
 	Config config.Config
 	// DefaultGroupMapsTo is the lock group FleetLock's "default" means (""
 	// is the ungrouped lock, where nodes without a group are).
@@ -43,12 +52,25 @@ type Server struct {
 	// SeatTimeout bounds the wait for a seat of the lock's line; a busy
 	// line answers failed_lock_semaphore_full and the client asks again.
 	SeatTimeout time.Duration
+	// TicketTTL is how long a client's place in the fleet's line outlives
+	// its last ask (default DefaultTicketTTL).
+	TicketTTL time.Duration
 	// SlotTTL overrides reboot_slot_ttl_sec when set (tests).
 	SlotTTL time.Duration
-	Log     *slog.Logger
+	// ClientIdentity, when set, is how a client certificate names its
+	// client (IdentityCN, IdentityDNS): the id it asks for must be that name.
+	ClientIdentity string
+	Log            *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
+
+// Client certificate identities (--tls-client-id).
+const (
+	IdentityCN   = "cn"
+	IdentityDNS  = "dns"
+	IdentityNone = "none"
+)
 
 // LockGroup is the lock group a FleetLock group maps to.
 func (s *Server) LockGroup(group string) string {
@@ -65,16 +87,30 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// fleet is the slot.Fleet of client id in lock group group.
+// fleet is the slot.Fleet of client id in lock group group: the server's
+// rules, with the group's own budget and wave from fleetlock.groups.
 func (s *Server) fleet(id, group string) slot.Fleet {
 	cfg := s.Config
 	cfg.NodeName, cfg.Group = id, group
-	f := slot.FromConfig(s.Client, cfg, BootID(id), "")
+	g, ok := cfg.FleetLock.Groups[group]
+	if ok && g.MaxHolders != nil {
+		cfg.MaxHolders = *g.MaxHolders
+	}
+	cfg.Rollout.Wave = g.Wave
+	f := slot.FromConfig(s.Client, cfg, BootID(id), "", slot.ViaFleetLock)
 	if s.SlotTTL > 0 {
 		f.TTL = s.SlotTTL
 	}
 	f.Now = s.Now
 	return f
+}
+
+// windows is the group's windows (nil: none are checked).
+func (s *Server) windows(group string) *config.Windows {
+	if g, ok := s.Config.FleetLock.Groups[group]; ok && g.Windows != nil {
+		return g.Windows
+	}
+	return s.Config.FleetLock.Windows
 }
 
 // Result says what a successful operation did.
@@ -83,26 +119,33 @@ type Result string
 // The results of a successful operation.
 const (
 	Locked      Result = "locked"       // a slot was taken
-	AlreadyHeld Result = "already_held" // pre-reboot by the holder: its slot stays
+	AlreadyHeld Result = "already_held" // pre-reboot by the holder: its slot has a whole TTL again
 	Unlocked    Result = "unlocked"     // steady-state freed the slot
 	NotHeld     Result = "not_held"     // steady-state: there was nothing to free
 )
 
-// ours reports whether p is client id's FleetLock slot on this lock.
-func (s *Server) ours(p *slot.Parsed, f slot.Fleet) bool {
-	return p.Bound && p.BootID == f.BootID && p.Lock == f.Lock
-}
-
 // PreReboot is RecursiveLock: it takes client id's reboot slot in its lock
-// group, unless the client holds it already (then the slot is renewed while
-// it is younger than its TTL, see renew). A new slot is taken exactly as
-// `crd-lock hold --reboot-slot` takes one: under a seat of the group's
-// lock held for the count and the take, after the pause and the built-in
-// policies, in the transaction guarded by that count.
+// group through the one admission point (lib/slot.Admission) under a seat
+// of the group's lock, exactly as every other entry point does. A client
+// that holds its slot already gets it renewed to a whole reboot_slot_ttl_sec
+// while the slot is younger than that TTL, and re-admitted through every
+// rule after: a 200 always means a whole TTL ahead.
 func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error) {
-	f := s.fleet(id, s.LockGroup(group))
-	if res, done, err := s.recursive(ctx, f); done {
-		return res, err
+	lg := s.LockGroup(group)
+	f := s.fleet(id, lg)
+	renewal := false
+	var old *slot.Parsed
+	if p, err := s.mine(ctx, f); err != nil {
+		return "", err
+	} else if p != nil {
+		if !s.ours(p, f) || p.Group != f.Group {
+			return "", conflict(id, p)
+		}
+		if age := s.now().Sub(p.Since); age < f.TTL && p.Lease != 0 {
+			return s.renew(ctx, f, p)
+		}
+		// Older than its TTL: re-admitted through every rule, or freed.
+		renewal, old = true, p
 	}
 	held, err := s.seat(ctx, f)
 	if err != nil {
@@ -115,96 +158,177 @@ func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error
 			s.Log.Warn("cannot release the seat; it expires with its lease", "id", id, "key", held.Entry(), "err", err)
 		}
 	}()
-	for range 5 {
-		n, err := f.Count(ctx, held.Entry())
-		if err != nil {
-			return "", s.etcdErr("counting the nodes present", err)
-		}
-		if n.Problem != nil {
-			return "", refuse(http.StatusInternalServerError, KindMisconfigured, n.Problem.Error())
-		}
-		if n.Mine != nil {
-			// Another request of this client (or another server) won the
-			// line, or a node of this name wrote a slot meanwhile.
-			if s.ours(n.Mine, f) && n.Mine.Group == f.Group {
-				return AlreadyHeld, nil
-			}
-			return "", conflict(id, n.Mine)
-		}
-		if p := n.View.Paused; p != nil {
-			return "", refuse(http.StatusLocked, KindPaused, fmt.Sprintf("reboots are paused cluster-wide (%s, by %s): run `clusterrebootd resume` to allow them", p.Reason, p.By))
-		}
-		if n.Full() {
-			return "", refuse(http.StatusLocked, KindSemaphoreFull, fmt.Sprintf("all %d reboot slots of group %q are in use (%s); ask again later", n.MaxHolders, group, n.Describe()))
-		}
-		if d := f.Evaluate(n); !d.Allowed {
-			return "", refuse(http.StatusLocked, KindPolicy, fmt.Sprintf("policy %s: %s", d.Rule, d.Reason))
-		}
-		lease, err := f.Grant(ctx)
-		if err != nil {
-			return "", s.etcdErr("granting the reboot slot's lease", err)
-		}
-		h, err := f.Take(ctx, held.IsOwnerCmp(), held.Entry(), n, lease)
-		if err != nil {
-			s.free(f, lease)
-		}
-		switch {
-		case errors.Is(err, slot.ErrChanged):
-			continue
-		case errors.Is(err, slot.ErrSeatLost):
-			return "", refuse(http.StatusServiceUnavailable, KindEtcdUnavailable, "the seat "+held.Entry()+" was lost before the reboot slot was taken; ask again")
-		case err != nil:
-			var coded *exitcode.Error
-			if errors.As(err, &coded) {
-				return "", refuse(http.StatusInternalServerError, KindMisconfigured, err.Error())
-			}
-			return "", s.etcdErr("taking the reboot slot "+f.Key(), err)
-		}
-		s.Log.Info("reboot slot taken", "id", id, "group", group, "slot_key", h.Key,
-			"slot_lease_id", fmt.Sprintf("%x", int64(h.Lease)), "slot_ttl_sec", int64(f.TTL/time.Second), "present", n.Describe())
-		return Locked, nil
+	a := slot.Admission{Fleet: f, Seat: held, Renewal: renewal, TicketTTL: s.ticketTTL(),
+		Recheck: func(context.Context, slot.Count, slot.Verdict) error { return s.window(lg) }}
+	out, err := a.Admit(ctx)
+	if out.Halted {
+		s.notifyHalted(ctx, out.Verdict)
 	}
-	return "", refuse(http.StatusLocked, KindSemaphoreFull, "the reboot slots kept changing while this request counted them; ask again")
+	if err != nil {
+		if old != nil {
+			// The client asks, so it is up and has not rebooted: its old
+			// slot is no reboot in flight. Freed, it is no failure either.
+			s.freeOld(f, old)
+		}
+		return "", s.refusal(err, id, group, f)
+	}
+	if old != nil {
+		s.revokeOld(f, old)
+		s.Log.Info("pre-reboot by the holder after its slot's first TTL: re-admitted through every rule", "id", id, "group", group, "slot_key", out.Held.Key)
+		return AlreadyHeld, nil
+	}
+	s.Log.Info("reboot slot taken", "id", id, "group", group, "slot_key", out.Held.Key,
+		"slot_lease_id", fmt.Sprintf("%x", int64(out.Held.Lease)), "slot_ttl_sec", int64(f.TTL/time.Second), "present", out.Count.Describe())
+	return Locked, nil
 }
 
-// recursive answers a pre-reboot whose client already holds its slot (done
-// is true then, or when the slot under its name is someone else's).
-func (s *Server) recursive(ctx context.Context, f slot.Fleet) (Result, bool, error) {
+func (s *Server) ticketTTL() time.Duration {
+	if s.TicketTTL > 0 {
+		return s.TicketTTL
+	}
+	return DefaultTicketTTL
+}
+
+// window checks the group's windows: the one node-local rule the server
+// can check for clients it cannot look inside.
+func (s *Server) window(group string) error {
+	w := s.windows(group)
+	if w == nil {
+		return nil
+	}
+	loc, err := window.LoadLocation(w.Timezone)
+	if err != nil {
+		return refuse(http.StatusInternalServerError, KindMisconfigured, err.Error())
+	}
+	sched, err := window.New(w.Allow, w.Deny, loc)
+	if err != nil {
+		return refuse(http.StatusInternalServerError, KindMisconfigured, err.Error())
+	}
+	if d := sched.At(s.now()); !d.Open {
+		return refuse(http.StatusLocked, KindWindow, fmt.Sprintf("the maintenance window of %s is closed: %s; ask again later", groupName(group), d.Reason))
+	}
+	return nil
+}
+
+// refusal is the answer to an admission that did not take a slot.
+func (s *Server) refusal(err error, id, group string, f slot.Fleet) error {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	var r *slot.Refusal
+	if errors.As(err, &r) {
+		kind, status := ruleKind(r.Rule), http.StatusLocked
+		switch {
+		case r.Rule == slot.RuleConflict && r.Code == exitcode.Config && strings.Contains(r.Reason, "two fleets share"):
+			status, kind = http.StatusInternalServerError, KindMisconfigured
+		case r.Rule == slot.RuleConflict:
+			status = http.StatusConflict
+		}
+		value := r.Reason
+		if !r.Until.IsZero() {
+			value += "; ask again after " + r.Until.UTC().Format(time.RFC3339)
+		}
+		return refuse(status, kind, value)
+	}
+	if errors.Is(err, slot.ErrSeatLost) {
+		return refuse(http.StatusServiceUnavailable, KindEtcdUnavailable, "the seat was lost before the reboot slot was taken; ask again")
+	}
+	var coded *exitcode.Error
+	if errors.As(err, &coded) {
+		return refuse(http.StatusInternalServerError, KindMisconfigured, err.Error())
+	}
+	return s.etcdErr("admitting the reboot slot "+f.Key(), err)
+}
+
+// ruleKind is the protocol's error kind of an admission rule.
+func ruleKind(rule string) string {
+	switch rule {
+	case slot.RuleConflict:
+		return KindIDConflict
+	case slot.RulePaused:
+		return KindPaused
+	case slot.RuleHalted:
+		return KindHalted
+	case slot.RuleHeld:
+		return KindHeld
+	case slot.RuleWave:
+		return KindWave
+	case slot.RulePolicy:
+		return KindPolicy
+	case slot.RuleMinInterval, slot.RuleRate:
+		return KindPaced
+	}
+	return KindSemaphoreFull
+}
+
+// ours reports whether p is client id's FleetLock slot on this lock.
+func (s *Server) ours(p *slot.Parsed, f slot.Fleet) bool {
+	return p.Bound && p.BootID == f.BootID && p.Lock == f.Lock
+}
+
+// mine reads the slot under the client's id (nil: none).
+func (s *Server) mine(ctx context.Context, f slot.Fleet) (*slot.Parsed, error) {
 	rctx, cancel := context.WithTimeout(ctx, f.RPCTimeout)
 	defer cancel()
 	resp, err := f.Client.Get(rctx, f.Key())
 	if err != nil {
-		return "", true, s.etcdErr("reading the reboot slot "+f.Key(), err)
+		return nil, s.etcdErr("reading the reboot slot "+f.Key(), err)
 	}
 	if len(resp.Kvs) == 0 {
-		return "", false, nil
+		return nil, nil
 	}
 	kv := resp.Kvs[0]
 	p := slot.Parse(f.NS, string(kv.Key), kv.Value, kv.Lease, kv.ModRevision)
-	if !s.ours(&p, f) || p.Group != f.Group {
-		return "", true, conflict(f.Node, &p)
-	}
-	s.renew(ctx, f, p)
-	return AlreadyHeld, true, nil
+	return &p, nil
 }
 
-// renew gives the holder's slot its whole TTL again, but only while the
-// slot is younger than one TTL: whatever the client re-sends, a slot lives
-// at most twice reboot_slot_ttl_sec from when it was taken. After that it
-// runs out, and the client's next pre-reboot takes a new one through every
-// gate again (pause, count, policies).
-func (s *Server) renew(ctx context.Context, f slot.Fleet, p slot.Parsed) {
-	if age := s.now().Sub(p.Since); age >= f.TTL || p.Lease == 0 {
-		s.Log.Info("pre-reboot by the holder: its slot keeps the rest of its lease (not renewed: older than its TTL)", "id", f.Node, "slot_key", p.Key, "age", age.Round(time.Second))
-		return
-	}
+// renew gives the holder's slot (younger than its TTL) its whole TTL again,
+// and its in-flight record with it. A renewal that fails is no 200: the
+// client must not believe it holds a slot that is about to run out.
+func (s *Server) renew(ctx context.Context, f slot.Fleet, p *slot.Parsed) (Result, error) {
 	rctx, cancel := context.WithTimeout(ctx, f.RPCTimeout)
 	defer cancel()
-	if _, err := f.Client.KeepAliveOnce(rctx, clientv3.LeaseID(p.Lease)); err != nil {
-		s.Log.Warn("cannot renew the holder's reboot slot", "id", f.Node, "slot_key", p.Key, "err", err)
-		return
+	ka, err := f.Client.KeepAliveOnce(rctx, clientv3.LeaseID(p.Lease))
+	if err != nil || ka.TTL < int64(f.TTL/time.Second)-1 {
+		return "", refuse(http.StatusServiceUnavailable, KindEtcdUnavailable, fmt.Sprintf("cannot renew the reboot slot %s: %v; ask again", p.Key, oneLine(orErr(err, "lease gone"))))
 	}
-	s.Log.Info("pre-reboot by the holder: slot renewed", "id", f.Node, "slot_key", p.Key)
+	if in, err := f.Client.Get(rctx, slot.InflightKey(f.NS, f.Node)); err == nil && len(in.Kvs) > 0 && in.Kvs[0].Lease != 0 {
+		_, _ = f.Client.KeepAliveOnce(rctx, clientv3.LeaseID(in.Kvs[0].Lease))
+	}
+	s.Log.Info("pre-reboot by the holder: slot renewed", "id", f.Node, "slot_key", p.Key, "ttl_sec", ka.TTL)
+	return AlreadyHeld, nil
+}
+
+func orErr(err error, s string) error {
+	if err != nil {
+		return err
+	}
+	return errors.New(s)
+}
+
+// freeOld deletes a holder's old slot and its in-flight record: it asked
+// again, so it did not reboot.
+func (s *Server) freeOld(f slot.Fleet, p *slot.Parsed) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*f.RPCTimeout)
+	defer cancel()
+	ikey := slot.InflightKey(f.NS, f.Node)
+	resp, err := f.Client.Get(ctx, ikey)
+	if err == nil && len(resp.Kvs) > 0 && resp.Kvs[0].Lease != 0 {
+		_ = slot.Free(ctx, f.Client, clientv3.LeaseID(resp.Kvs[0].Lease))
+	}
+	if err := slot.Free(ctx, f.Client, clientv3.LeaseID(p.Lease)); err != nil && !errors.Is(err, slot.ErrExpired) {
+		s.Log.Warn("cannot free the holder's old reboot slot; it expires with its lease", "id", f.Node, "err", err)
+	}
+	s.Log.Info("pre-reboot by the holder after its slot's first TTL was refused: its old slot is freed", "id", f.Node, "slot_key", p.Key)
+}
+
+// revokeOld revokes the old slot's lease once the re-admitted slot moved
+// to a new one (it holds nothing now).
+func (s *Server) revokeOld(f slot.Fleet, p *slot.Parsed) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.RPCTimeout)
+	defer cancel()
+	_ = slot.Free(ctx, f.Client, clientv3.LeaseID(p.Lease))
 }
 
 func conflict(id string, p *slot.Parsed) *Error {
@@ -221,12 +345,26 @@ func orUnknown(s string) string {
 	return s
 }
 
+func groupName(g string) string {
+	if g == "" {
+		return "the ungrouped lock"
+	}
+	return "group " + g
+}
+
 // seat queues for a seat of the group's lock, at most SeatTimeout.
 func (s *Server) seat(ctx context.Context, f slot.Fleet) (*lock.Held, error) {
 	cfg := s.Config
 	cfg.NodeName, cfg.Group = f.Node, f.Group
 	o := lock.FromConfig(cfg, f.BootID, "")
 	o.Purpose = "fleetlock pre-reboot"
+	if f.Rules.MaxHolders.Percent > 0 {
+		if n, err := f.Seats(ctx); err == nil {
+			o.MaxHolders = n
+		}
+	} else {
+		o.MaxHolders = max(1, f.Rules.MaxHolders.N)
+	}
 	timeout := s.SeatTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -247,32 +385,44 @@ func (s *Server) seat(ctx context.Context, f slot.Fleet) (*lock.Held, error) {
 }
 
 // SteadyState is UnlockIfHeld: it frees client id's slot, only if it is
-// the client's own (boot_id "fleetlock:<id>"), in whichever group.
+// the client's own (boot_id "fleetlock:<id>"), in whichever group, with its
+// in-flight record. A slot that had run out before the client came back is
+// a failure (docs/rollout.md): its in-flight record becomes a failure
+// record.
 func (s *Server) SteadyState(ctx context.Context, id, group string) (Result, error) {
-	f := s.fleet(id, s.LockGroup(group))
-	rctx, cancel := context.WithTimeout(ctx, 2*f.RPCTimeout)
+	lg := s.LockGroup(group)
+	f := s.fleet(id, lg)
+	rctx, cancel := context.WithTimeout(ctx, 4*f.RPCTimeout)
 	defer cancel()
-	freed, err := slot.CompleteByBoot(rctx, f.Client, f.NS, f.Key(), f.BootID)
-	if errors.Is(err, slot.ErrNotOurs) {
+	x := slot.Completion{Client: f.Client, NS: f.NS, BootID: f.BootID, WaveBakeSec: s.Config.Rollout.WaveBakeSec,
+		FailureWindowSec: s.Config.Rollout.FailureWindowSec, Now: s.Now}
+	freed, err := x.CompleteByBoot(rctx, f.Key(), f.BootID, lg, f.Wave)
+	switch {
+	case errors.Is(err, slot.ErrNotOurs):
 		s.Log.Warn("steady-state: the slot under this id is another machine's; left alone", "id", id, "err", err)
 		return NotHeld, nil
-	}
-	if err != nil {
+	case errors.Is(err, slot.ErrExpired):
+		s.Log.Warn("steady-state: the client's reboot slot had run out before it came back: recorded as a failure of the rollout", "id", id, "slot_key", f.Key())
+		return NotHeld, nil
+	case err != nil:
 		return "", s.etcdErr("freeing the reboot slot "+f.Key(), err)
-	}
-	if !freed {
+	case !freed:
 		return NotHeld, nil
 	}
 	s.Log.Info("reboot slot freed", "id", id, "group", group, "slot_key", f.Key())
 	return Unlocked, nil
 }
 
-func (s *Server) free(f slot.Fleet, lease clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), f.RPCTimeout)
-	defer cancel()
-	if err := slot.Free(ctx, f.Client, lease); err != nil && !errors.Is(err, slot.ErrExpired) {
-		s.Log.Warn("cannot revoke an unused slot lease; it expires by itself", "id", f.Node, "err", err)
+// notifyHalted sends rollout_halted: this server's admission recorded the
+// halt, so it alone sends it.
+func (s *Server) notifyHalted(ctx context.Context, v slot.Verdict) {
+	s.Log.Error("the rollout halted itself: "+v.Reason, "event", "rollout_halted", "failures", len(v.Failures))
+	snd := slotnotify.NewSender(s.Config, strings.TrimSuffix(s.Config.LockKey, "/"), s.now, s.Log)
+	if !snd.Wants(config.NotifyRolloutHalted) {
+		return
 	}
+	snd.Send(notifyevents.Fields{Event: config.NotifyRolloutHalted, Reason: "halted", Detail: v.Reason})
+	snd.Wait()
 }
 
 func (s *Server) etcdErr(what string, err error) *Error {

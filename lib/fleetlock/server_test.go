@@ -25,7 +25,7 @@ func setup(t *testing.T, mutate func(*Server)) (*Server, client, *clientv3.Clien
 	c := testsupport.NewClient(t, embedded.Endpoint)
 	ns := "/t/" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
 	cfg := config.Default()
-	cfg.LockKey, cfg.MaxHolders, cfg.LockTTLSec, cfg.EtcdDialTimeoutSec = ns+"lock", 1, 5, 3
+	cfg.LockKey, cfg.MaxHolders, cfg.LockTTLSec, cfg.EtcdDialTimeoutSec = ns+"lock", config.Count(1), 5, 3
 	s := &Server{Client: c, Config: cfg, SeatTimeout: 2 * time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if mutate != nil {
 		mutate(s)
@@ -53,20 +53,13 @@ func daemonSlot(t *testing.T, c *clientv3.Client, cfg config.Config, node, group
 		t.Fatal(err)
 	}
 	defer held.Release(context.Background())
-	f := slot.FromConfig(c, cfg, boot, machine)
-	n, err := f.Count(ctx, held.Entry())
-	if err != nil || n.Full() {
-		t.Fatalf("daemon %s counts %s (%v): cannot take a slot", node, n.Describe(), err)
-	}
-	lease, err := f.Grant(ctx)
+	f := slot.FromConfig(c, cfg, boot, machine, slot.ViaDaemon)
+	a := slot.Admission{Fleet: f, Seat: held}
+	out, err := a.Admit(ctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("daemon %s counts %s: cannot take a slot: %v", node, out.Count.Describe(), err)
 	}
-	h, err := f.Take(ctx, held.IsOwnerCmp(), held.Entry(), n, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, f
+	return out.Held, f
 }
 
 func want(t *testing.T, what string, got reply, status int, kind string) {
@@ -166,29 +159,29 @@ func TestLockUnlock(t *testing.T) {
 // A FleetLock client and clusterrebootd nodes count against one max_holders,
 // both ways, and the smallest max_holders in the line counts.
 func TestCountedWithDaemonSlots(t *testing.T) {
-	s, cl, c := setup(t, func(s *Server) { s.Config.MaxHolders = 2 })
+	s, cl, c := setup(t, func(s *Server) { s.Config.MaxHolders = config.Count(2) })
 	cfg := s.Config
-	cfg.MaxHolders = 1
+	cfg.MaxHolders = config.Count(1)
 	d1, _ := daemonSlot(t, c, cfg, "d1", "")
 	// d1's slot says max_holders 1: the smallest counts, the server's 2 does not.
 	want(t, "pre-reboot beside d1 (max_holders 1)", cl.preReboot("f1", "default"), 423, KindSemaphoreFull)
 	ctx := context.Background()
-	if err := slot.Free(ctx, c, d1.Lease); err != nil {
+	if err := slot.Abort(ctx, c, d1.Leases); err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxHolders = 2
+	cfg.MaxHolders = config.Count(2)
 	daemonSlot(t, c, cfg, "d2", "")
 	want(t, "pre-reboot beside d2 (max_holders 2)", cl.preReboot("f1", "default"), 200, "")
 	want(t, "a third node", cl.preReboot("f2", "default"), 423, KindSemaphoreFull)
 
 	// The other way: a daemon counts the FleetLock client's slot.
 	cfg.NodeName = "d3"
-	f := slot.FromConfig(c, cfg, "boot-d3", "machine-d3")
+	f := slot.FromConfig(c, cfg, "boot-d3", "machine-d3", slot.ViaDaemon)
 	n, err := f.Count(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !n.Full() || !strings.Contains(n.Describe(), "f1(slot)") {
+	if f.Decide(n).Admit || !strings.Contains(n.Describe(), "f1(slot)") {
 		t.Fatalf("daemon d3 counts %s, want f1's slot counted and the group full", n.Describe())
 	}
 }
@@ -202,8 +195,8 @@ func TestGroupBudget(t *testing.T) {
 	// A daemon of group workers counts w1.
 	cfg := s.Config
 	cfg.NodeName, cfg.Group = "n1", "workers"
-	n, err := slot.FromConfig(c, cfg, "boot-n1", "m-n1").Count(context.Background(), "")
-	if err != nil || !n.Full() {
+	n, err := slot.FromConfig(c, cfg, "boot-n1", "m-n1", slot.ViaDaemon).Count(context.Background(), "")
+	if err != nil || slot.FromConfig(c, cfg, "boot-n1", "m-n1", slot.ViaDaemon).Decide(n).Admit {
 		t.Fatalf("daemon of group workers counts %s (%v), want full", n.Describe(), err)
 	}
 	// A client that changed group holds its slot in the old one.
@@ -250,7 +243,7 @@ func TestPolicyRefuses(t *testing.T) {
 // A clusterrebootd node's name is not a FleetLock client's: its slot is
 // refused to the client and left alone by steady-state.
 func TestIDConflict(t *testing.T) {
-	s, cl, c := setup(t, func(s *Server) { s.Config.MaxHolders = 3 })
+	s, cl, c := setup(t, func(s *Server) { s.Config.MaxHolders = config.Count(3) })
 	cfg := s.Config
 	daemonSlot(t, c, cfg, "n1", "")
 	want(t, "pre-reboot as n1", cl.preReboot("n1", "default"), 409, KindIDConflict)
@@ -279,27 +272,51 @@ func TestBusyLine(t *testing.T) {
 }
 
 // A client that never sends steady-state frees its slot when the slot's
-// lease runs out: the budget does not stay blocked (airlock's semaphore
-// would, until someone edits etcd).
+// lease runs out: with the failure budget turned off, the next client gets
+// it (airlock's semaphore would stay blocked until someone edits etcd);
+// with the default budget of one failure, the lost client halts the
+// rollout: no client gets a slot until an operator resumes.
 func TestSlotExpires(t *testing.T) {
-	_, cl, _ := setup(t, func(s *Server) { s.SlotTTL = 2 * time.Second })
-	want(t, "a", cl.preReboot("a", "default"), 200, "")
-	want(t, "b while a holds", cl.preReboot("b", "default"), 423, KindSemaphoreFull)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r := cl.preReboot("b", "default")
-		if r.Status == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b still refused (%d %s) long after a's slot TTL of 2s", r.Status, r.Value)
-		}
-		time.Sleep(250 * time.Millisecond)
+	for _, tc := range []struct {
+		name        string
+		maxFailures int
+		wantKind    string
+	}{
+		{"failure budget off: the place is freed", 0, ""},
+		{"default failure budget: the rollout halts", 1, KindHalted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cl, _ := setup(t, func(s *Server) {
+				s.SlotTTL = 2 * time.Second
+				s.Config.Rollout.MaxFailures = config.Count(tc.maxFailures)
+			})
+			want(t, "a", cl.preReboot("a", "default"), 200, "")
+			want(t, "b while a holds", cl.preReboot("b", "default"), 423, KindSemaphoreFull)
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				r := cl.preReboot("b", "default")
+				if r.Status == 200 && tc.wantKind == "" {
+					return
+				}
+				if r.Kind == tc.wantKind && tc.wantKind != "" {
+					if !strings.Contains(r.Value, "a (slot_expired") {
+						t.Fatalf("halted, but the reason does not name a: %s", r.Value)
+					}
+					return
+				}
+				if r.Kind != KindSemaphoreFull || time.Now().After(deadline) {
+					t.Fatalf("b: %d %s %s long after a's slot TTL of 2s, want %q", r.Status, r.Kind, r.Value, tc.wantKind)
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		})
 	}
 }
 
-// The holder's re-sends renew its slot only while the slot is younger than
-// its TTL: a client that keeps asking cannot keep the slot for ever.
+// A 200 to the holder's pre-reboot always means a whole TTL ahead: while
+// the slot is younger than its TTL it is renewed; once older it is
+// admitted again through every rule (a new lease, a whole TTL) or refused,
+// and then freed: the client asks, so it did not reboot.
 func TestRenewBounded(t *testing.T) {
 	var offset time.Duration
 	s, cl, c := setup(t, func(s *Server) {
@@ -307,19 +324,20 @@ func TestRenewBounded(t *testing.T) {
 		s.Now = func() time.Time { return time.Now().Add(offset) }
 	})
 	ctx := context.Background()
-	want(t, "a", cl.preReboot("a", "default"), 200, "")
-	got, err := c.Get(ctx, slot.Key(s.Config.Namespace(), "a"))
-	if err != nil || len(got.Kvs) != 1 {
-		t.Fatal(err)
-	}
-	lease := clientv3.LeaseID(got.Kvs[0].Lease)
+	key := slot.Key(s.Config.Namespace(), "a")
 	remaining := func() int64 {
-		ttl, err := c.TimeToLive(ctx, lease)
+		t.Helper()
+		got, err := c.Get(ctx, key)
+		if err != nil || len(got.Kvs) != 1 {
+			t.Fatalf("slot %s: %v %v", key, got, err)
+		}
+		ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(got.Kvs[0].Lease))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ttl.TTL
 	}
+	want(t, "a", cl.preReboot("a", "default"), 200, "")
 	time.Sleep(2 * time.Second)
 	want(t, "re-send while young", cl.preReboot("a", "default"), 200, "")
 	if r := remaining(); r < 5 {
@@ -327,9 +345,17 @@ func TestRenewBounded(t *testing.T) {
 	}
 	offset = 7 * time.Second // the slot is older than its TTL now
 	time.Sleep(2 * time.Second)
-	want(t, "re-send when old", cl.preReboot("a", "default"), 200, "")
-	if r := remaining(); r > 4 {
-		t.Fatalf("after a re-send by an old slot, %d s remain: want no renewal", r)
+	want(t, "re-send when old: re-admitted", cl.preReboot("a", "default"), 200, "")
+	if r := remaining(); r < 5 {
+		t.Fatalf("after a re-admission, %d s remain: a 200 means a whole TTL ahead", r)
+	}
+	offset = 20 * time.Second
+	if _, err := c.Put(ctx, slot.PauseKey(s.Config.Namespace()), `{"reason":"freeze","by":"op"}`); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "re-send when old, paused", cl.preReboot("a", "default"), 423, KindPaused)
+	if got, err := c.Get(ctx, key); err != nil || len(got.Kvs) != 0 {
+		t.Fatalf("the refused holder's old slot is still there: %v %v", got.Kvs, err)
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 // max_holders, lock_ttl_sec, the backoff, the request timeout
 // (etcd_dial_timeout_sec, else 5 s) and the annotation (node, pid, and this
 // boot's and machine's ids, read by the caller under its file system root).
-// The caller adds Purpose, Now and the callbacks.
+// The caller adds Purpose, Now and the callbacks. A max_holders given as a
+// percentage gives one seat here: a caller that knows the fleet's size sets
+// MaxHolders to the percentage of it (lib/slot Fleet.Seats).
 func FromConfig(cfg config.Config, bootID, machineID string) Options {
 	rpc := time.Duration(cfg.EtcdDialTimeoutSec) * time.Second
 	if rpc <= 0 {
@@ -21,7 +23,7 @@ func FromConfig(cfg config.Config, bootID, machineID string) Options {
 	}
 	return Options{
 		Key:        cfg.LockKeyForGroup(),
-		MaxHolders: cfg.MaxHolders,
+		MaxHolders: cfg.MaxHolders.Of(1),
 		TTL:        time.Duration(cfg.LockTTLSec) * time.Second,
 		Node:       cfg.NodeName,
 		PID:        os.Getpid(),

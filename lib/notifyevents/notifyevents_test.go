@@ -34,6 +34,7 @@ func TestDefaultTemplatesRender(t *testing.T) {
 		config.NotifySlotExpired:     {"reboot slot of n1 (taken 2026-01-01T00:00:00Z) expired", "drain failed"},
 		config.NotifyPaused:          {"paused cluster-wide by ops1: hook"},
 		config.NotifyResumed:         {"resumed cluster-wide (by ops1)"},
+		config.NotifyRolloutHalted:   {"rollout halted itself (seen by n1)", "resume --reason", "drain failed"},
 	}
 	for _, e := range config.NotifyEvents() {
 		t.Run(e, func(t *testing.T) {

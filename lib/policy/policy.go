@@ -56,6 +56,12 @@ type NodeRecord struct {
 	Lock      string `json:"lock,omitempty"`
 	BootID    string `json:"boot_id,omitempty"`
 	MachineID string `json:"machine_id,omitempty"`
+	// Wave is the node's wave (docs/rollout.md); NeedsRebootSince is when
+	// its detectors started saying a reboot is needed, without a break.
+	Wave             int        `json:"wave,omitempty"`
+	NeedsRebootSince *time.Time `json:"needs_reboot_since,omitempty"`
+	// Rules are the fleet's rules as this node is configured.
+	Rules *Rules `json:"rules,omitempty"`
 	// V is the protocol version the writer speaks (ProtocolVersion).
 	V int `json:"v"`
 }
@@ -67,6 +73,10 @@ type Slot struct {
 	Group  string    `json:"group,omitempty"`
 	Since  time.Time `json:"since"`
 	BootID string    `json:"boot_id,omitempty"`
+	// Wave is the node's wave; Via says which entry point took the slot
+	// (daemon, pipeline, fleetlock).
+	Wave int    `json:"wave,omitempty"`
+	Via  string `json:"via,omitempty"`
 	// TTLSec is the slot lease's remaining time to live when read.
 	TTLSec int64 `json:"ttl_sec,omitempty"`
 }
@@ -85,6 +95,9 @@ type View struct {
 	Nodes     []NodeRecord `json:"nodes"`
 	Rebooting []Slot       `json:"rebooting"`
 	Paused    *Pause       `json:"paused,omitempty"`
+	// Halted is the rollout's halt (docs/rollout.md): no slot is admitted
+	// until an operator resumes; Reason names the failed nodes.
+	Halted *Pause `json:"halted,omitempty"`
 	// Holds are operators' holds: these nodes do not reboot.
 	Holds []Override `json:"holds,omitempty"`
 	// Requests are operators' reboot requests: these nodes reboot at their
@@ -97,6 +110,9 @@ type View struct {
 // pause's audit fields.
 type Override struct {
 	Node string `json:"node"`
+	// Now, on a reboot request, asks for an emergency reboot: outside the
+	// node's windows, still through every other rule.
+	Now bool `json:"now,omitempty"`
 	Pause
 	// Revision is the key's modification revision (a request is consumed
 	// only if it did not change since it was acted on).

@@ -25,7 +25,7 @@ type counting struct {
 // newCounting starts a count at revision with this machine (holding seat,
 // or "") as its first member.
 func (f Fleet) newCounting(revision int64, seat string) *counting {
-	k := &counting{f: f, c: Count{Revision: revision, MaxHolders: f.MaxHolders, MaxTotal: f.MaxTotal}}
+	k := &counting{f: f, c: Count{Revision: revision}}
 	c := &k.c
 	c.View = policy.View{Nodes: []policy.NodeRecord{}, Rebooting: []policy.Slot{}, ReadAt: f.now().UTC()}
 	self := Member{Node: f.Node, BootID: f.BootID, MachineID: f.MachineID, Via: "self", Key: seat}
@@ -33,7 +33,10 @@ func (f Fleet) newCounting(revision int64, seat string) *counting {
 	k.seenTotal = map[string]bool{self.id(): true}
 	c.Members = []Member{self}
 	c.Total = []Member{self}
-	k.maxSeen = map[int]bool{f.MaxHolders: true}
+	k.maxSeen = map[int]bool{}
+	if f.Rules.MaxHolders.Percent == 0 {
+		k.maxSeen[f.Rules.MaxHolders.N] = true
+	}
 	return k
 }
 
@@ -92,9 +95,7 @@ func (k *counting) seats(kvs []*mvccpb.KeyValue, seat string) {
 		own := parent == f.SeatKey()
 		if own {
 			maxSeen[a.MaxHolders] = true
-			if a.MaxHolders < c.MaxHolders {
-				c.MaxHolders = a.MaxHolders
-			}
+			c.SeatMax = smallestOn(c.SeatMax, a.MaxHolders)
 		}
 		if key == seat || l.position >= l.running {
 			continue // this node, or a waiter (its max_holders counts all the same)
@@ -111,6 +112,9 @@ func (k *counting) seats(kvs []*mvccpb.KeyValue, seat string) {
 func (k *counting) slots(kvs []*mvccpb.KeyValue) {
 	f, c, maxSeen := k.f, &k.c, k.maxSeen
 	for _, kv := range kvs {
+		if !strings.HasPrefix(string(kv.Key), Dir(f.NS)) {
+			continue
+		}
 		p := Parse(f.NS, string(kv.Key), kv.Value, kv.Lease, kv.ModRevision)
 		if p.Node == f.Node {
 			pc := p
@@ -123,20 +127,17 @@ func (k *counting) slots(kvs []*mvccpb.KeyValue) {
 			continue
 		}
 		c.View.Rebooting = append(c.View.Rebooting, p.Policy())
-		if p.MaxTotal > 0 && (c.MaxTotal == 0 || p.MaxTotal < c.MaxTotal) {
-			c.MaxTotal = p.MaxTotal
-		}
+		c.Slots = append(c.Slots, p)
+		c.SlotMaxTotal = smallestOn(c.SlotMaxTotal, p.MaxTotal)
 		own := p.Counts(f.Lock, f.Group) // else another group of this lock
 		if own && p.MaxHolders > 0 {
 			maxSeen[p.MaxHolders] = true
-			if p.MaxHolders < c.MaxHolders {
-				c.MaxHolders = p.MaxHolders
-			}
+			c.SlotMax = smallestOn(c.SlotMax, p.MaxHolders)
 		}
 		if p.Node == f.Node && p.BootID == f.BootID && f.BootID != "" {
 			continue // this machine's own slot: self
 		}
-		k.add(Member{Node: p.Node, BootID: p.BootID, MachineID: p.MachineID, Via: "slot", Key: string(kv.Key)}, own)
+		k.add(Member{Node: p.Node, BootID: p.BootID, MachineID: p.MachineID, Via: "slot", Key: string(kv.Key), Group: p.Group}, own)
 	}
 }
 
@@ -163,4 +164,15 @@ func (k *counting) records(kvs []*mvccpb.KeyValue) {
 		}
 		c.View.Nodes = append(c.View.Nodes, rec)
 	}
+}
+
+// smallestOn is the smaller of two limits where 0 means none.
+func smallestOn(a, b int) int {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -18,7 +19,8 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
-// Fleet is one node's view of its lock's reboot slots.
+// Fleet is one node's view of its lock's reboot slots: who it is, and the
+// rules its entry point is configured with.
 type Fleet struct {
 	Client *clientv3.Client
 	// NS is the namespace, ending in "/".
@@ -28,10 +30,15 @@ type Fleet struct {
 	Lock, Group string
 	// Node, BootID and MachineID are this machine.
 	Node, BootID, MachineID string
-	// MaxHolders is this node's max_holders (per group); MaxTotal its
-	// max_holders_total (across the lock's groups, 0: none).
-	MaxHolders int
-	MaxTotal   int
+	// Via is the entry point (ViaDaemon, ViaPipeline, ViaFleetLock).
+	Via string
+	// Wave is this node's wave (docs/rollout.md).
+	Wave int
+	// Rules are this entry point's own rules (max_holders per group,
+	// max_holders_total across the lock's groups, the rollout's); the
+	// admission applies the strictest of these and the live records' and
+	// slots' (Decide).
+	Rules policy.Rules
 	// TTL is reboot_slot_ttl_sec: the slot's lease, never kept alive.
 	TTL time.Duration
 	// RPCTimeout bounds each request.
@@ -42,15 +49,15 @@ type Fleet struct {
 	Now func() time.Time
 }
 
-// FromConfig is the Fleet of cfg for this machine.
-func FromConfig(c *clientv3.Client, cfg config.Config, bootID, machineID string) Fleet {
+// FromConfig is the Fleet of cfg for this machine, taking slots for via.
+func FromConfig(c *clientv3.Client, cfg config.Config, bootID, machineID, via string) Fleet {
 	rpc := time.Duration(cfg.EtcdDialTimeoutSec) * time.Second
 	if rpc <= 0 {
 		rpc = 5 * time.Second
 	}
 	return Fleet{
 		Client: c, NS: cfg.Namespace(), Lock: strings.TrimSuffix(cfg.LockKey, "/"), Group: cfg.Group,
-		Node: cfg.NodeName, BootID: bootID, MachineID: machineID, MaxHolders: cfg.MaxHolders, MaxTotal: cfg.MaxHoldersTotal,
+		Node: cfg.NodeName, BootID: bootID, MachineID: machineID, Via: via, Wave: cfg.Rollout.Wave, Rules: policy.RulesOf(cfg),
 		TTL: time.Duration(cfg.RebootSlotTTLSec) * time.Second, RPCTimeout: rpc, Policies: cfg.ClusterPolicies,
 	}
 }
@@ -72,6 +79,23 @@ func (f Fleet) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, f.RPCTimeout)
 }
 
+// Seats is how many seats of the group's lock this node asks for: its
+// max_holders, or for a percentage, that percentage of every health record
+// of the namespace (one count-only read). The seats only let nodes run
+// their checks in parallel; the admission holds the exact budget.
+func (f Fleet) Seats(ctx context.Context) (int, error) {
+	if f.Rules.MaxHolders.Percent == 0 {
+		return max(1, f.Rules.MaxHolders.N), nil
+	}
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	resp, err := f.Client.Get(rctx, RecordsDir(f.NS), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return f.Rules.MaxHolders.Of(int(resp.Count)), nil
+}
+
 // Member is one machine counted against max_holders.
 type Member struct {
 	Node      string `json:"node"`
@@ -81,6 +105,8 @@ type Member struct {
 	Via string `json:"via"`
 	// Key is the seat or slot key.
 	Key string `json:"key,omitempty"`
+	// Group is the slot's group (slots only).
+	Group string `json:"group,omitempty"`
 }
 
 // id tells machines apart: the boot id is unique among running machines.
@@ -92,38 +118,40 @@ func (m Member) id() string {
 	return m.Node + "\x00" + m.BootID
 }
 
-// Count is who counts against max_holders at one etcd revision.
+// Count is everything the admission decides on, read at one etcd revision.
 type Count struct {
 	// Revision is the etcd revision everything was read at.
 	Revision int64
-	// Members are the distinct machines present, this one included.
+	// Members are the distinct machines present in this node's group (seats
+	// and slots), this one included.
 	Members []Member
-	// MaxHolders is the smallest max_holders among this node, the seats of
-	// the line and the counted slots.
-	MaxHolders int
+	// SeatMax and SlotMax are the smallest max_holders among the group's
+	// seats and slots (0: none seen); SlotMaxTotal the smallest
+	// max_holders_total among the slots.
+	SeatMax, SlotMax, SlotMaxTotal int
 	// Total are the distinct machines holding a reboot slot of the lock in
-	// any group (or an unbound slot), this one included; MaxTotal bounds
-	// them (0: no bound), the smallest max_holders_total among this node and
-	// the slots.
-	Total    []Member
-	MaxTotal int
+	// any group (or an unbound slot), this one included.
+	Total []Member
 	// Disagree lists the distinct max_holders values seen when they differ.
 	Disagree []int
 	// View is the health records and the slots of this lock (any group)
-	// and the unbound ones, for the policies.
+	// and the unbound ones, for the policies, and the holds.
 	View policy.View
+	// Slots are the parsed slots of the lock (any group), unbound ones too.
+	Slots []Parsed
 	// Mine is the slot at this node's key, whoever wrote it (nil: none).
 	Mine *Parsed
+	// Hold and Request are the operator's hold and reboot request of this
+	// node (nil: none).
+	Hold, Request *policy.Override
+	// Rollout is the failure budget's, pacing's and waves' records.
+	Rollout Rollout
+	// Tickets are the fleet's line for max_holders_total, oldest first.
+	Tickets []Ticket
 	// Problem, when set, forbids taking a slot: another machine uses this
 	// node's name, or another lock's slot or record shares the namespace
 	// (exit 2).
 	Problem error
-}
-
-// Full reports whether the node must wait: more machines present than
-// allowed in its group, or in the whole lock.
-func (c Count) Full() bool {
-	return len(c.Members) > c.MaxHolders || (c.MaxTotal > 0 && len(c.Total) > c.MaxTotal)
 }
 
 // Nodes are the members' names, sorted (a name twice when two machines share it).
@@ -136,30 +164,45 @@ func (c Count) Nodes() []string {
 	return out
 }
 
-// Count reads the seats of this node's lock, every slot and every health
-// record of the namespace in one transaction and counts the machines
-// present. seat is this node's own seat key ("" when it holds none): it
-// is this node, not another machine.
+// Count reads, in one transaction, everything the rules need: the seats of
+// the lock's lines, every slot and health record of the namespace, the
+// pause, the holds, this node's reboot request, the rollout's records and
+// the fleet's line. seat is this node's own seat key ("" when it holds
+// none): it is this node, not another machine.
 func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()
+	byCreate := clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
 	resp, err := f.Client.Txn(rctx).Then(
-		clientv3.OpGet(f.Lock+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(f.Lock+"/", clientv3.WithPrefix(), byCreate),
 		clientv3.OpGet(Dir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(RecordsDir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(PauseKey(f.NS)),
+		clientv3.OpGet(HoldsDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(RequestKey(f.NS, f.Node)),
+		clientv3.OpGet(RolloutDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(QueueDir(f.NS), clientv3.WithPrefix(), byCreate),
 	).Commit()
 	if err != nil {
 		return Count{}, err
 	}
 	k := f.newCounting(resp.Header.Revision, seat)
-	k.seats(resp.Responses[0].GetResponseRange().Kvs, seat)
-	k.slots(resp.Responses[1].GetResponseRange().Kvs)
-	k.records(resp.Responses[2].GetResponseRange().Kvs)
+	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
+	k.seats(kvs(0), seat)
+	k.slots(kvs(1))
+	k.records(kvs(2))
 	c := k.c
-	if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
-		c.View.Paused = ParsePause(kvs[0].Value)
+	if p := kvs(3); len(p) > 0 {
+		c.View.Paused = ParsePause(p[0].Value)
 	}
+	c.View.Holds = ParseOverrides(HoldsDir(f.NS), kvs(4))
+	c.Hold = c.View.Held(f.Node)
+	if r := ParseOverrides(RequestsDir(f.NS), kvs(5)); len(r) > 0 {
+		c.Request = &r[0]
+		c.View.Requests = r
+	}
+	c.Rollout = parseRollout(f.NS, kvs(6))
+	c.Tickets = parseTickets(f.NS, kvs(7))
 	if len(k.maxSeen) > 1 {
 		for n := range k.maxSeen {
 			c.Disagree = append(c.Disagree, n)
@@ -169,6 +212,20 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 	sort.SliceStable(c.Members[1:], func(i, j int) bool { return c.Members[1+i].Node < c.Members[1+j].Node })
 	sort.SliceStable(c.Total[1:], func(i, j int) bool { return c.Total[1+i].Node < c.Total[1+j].Node })
 	return c, nil
+}
+
+// ParseOverrides reads holds or requests under dir: the key names the node;
+// an unreadable value still counts (as an unreadable pause still pauses).
+func ParseOverrides(dir string, kvs []*mvccpb.KeyValue) []policy.Override {
+	var out []policy.Override
+	for _, kv := range kvs {
+		var flags struct {
+			Now bool `json:"now"`
+		}
+		_ = json.Unmarshal(kv.Value, &flags)
+		out = append(out, policy.Override{Node: strings.TrimPrefix(string(kv.Key), dir), Now: flags.Now, Pause: *ParsePause(kv.Value), Revision: kv.ModRevision})
+	}
+	return out
 }
 
 // sameName reports another machine that uses this node's name: same name,
@@ -191,12 +248,6 @@ func orUnknown(s string) string {
 	return s
 }
 
-// Evaluate is the built-in policies' verdict on the count's view: this
-// node would go down with every counted slot already down.
-func (f Fleet) Evaluate(c Count) policy.Decision {
-	return policy.Evaluate(c.View, f.Node, f.Policies)
-}
-
 // ErrChanged means a slot changed between the count and the take: count
 // again (and check again: time passed).
 var ErrChanged = errors.New("slot: another node's slot changed since the count; counting again")
@@ -212,61 +263,10 @@ type Held struct {
 	Key   string
 	Lease clientv3.LeaseID
 	Value Value
-}
-
-// Grant gets the slot's lease before the slot is taken, so that the caller
-// can record it (Claim) before the slot exists: whatever happens after the
-// take, the lease that can delete the slot is known.
-func (f Fleet) Grant(ctx context.Context) (clientv3.LeaseID, error) {
-	if f.TTL < 2*time.Second {
-		return 0, exitcode.Errorf(exitcode.Config, "slot: reboot_slot_ttl_sec %s is below etcd's minimum of 2s", f.TTL)
-	}
-	rctx, cancel := f.rpc(ctx)
-	defer cancel()
-	g, err := f.Client.Grant(rctx, int64(f.TTL/time.Second))
-	if err != nil {
-		return 0, err
-	}
-	return g.ID, nil
-}
-
-// Take writes this node's slot on lease (from Grant) in one transaction that
-// succeeds only while ownerCmp holds (the seat exists), no slot of the
-// namespace changed after c.Revision, and the slot key is free or this
-// machine's own. It returns ErrSeatLost, ErrChanged, c.Problem, or an etcd
-// error (the outcome is then unknown: revoke the lease).
-func (f Fleet) Take(ctx context.Context, ownerCmp clientv3.Cmp, seatKey string, c Count, lease clientv3.LeaseID) (*Held, error) {
-	if c.Problem != nil {
-		return nil, c.Problem
-	}
-	if f.BootID == "" {
-		return nil, exitcode.Errorf(exitcode.RebootFailed, "slot: this machine's boot id is unknown; a slot without it could not be told apart from another machine's")
-	}
-	if c.Mine != nil && !(c.Mine.Bound && c.Mine.BootID == f.BootID && c.Mine.Lock == f.Lock) {
-		// Another machine's (or an older boot's) slot under this name: it
-		// counted as a member, so the count was full; a caller that gets
-		// here raced with its creation.
-		return nil, ErrChanged
-	}
-	v := Value{V: policy.ProtocolVersion, Node: f.Node, Lock: f.Lock, Group: f.Group, Since: f.now().UTC(), BootID: f.BootID, MachineID: f.MachineID, MaxHolders: f.MaxHolders, MaxTotal: f.MaxTotal}
-	val, _ := json.Marshal(v)
-	rctx, cancel := f.rpc(ctx)
-	defer cancel()
-	resp, err := f.Client.Txn(rctx).
-		If(ownerCmp, clientv3.Compare(clientv3.ModRevision(Dir(f.NS)), "<", c.Revision+1).WithPrefix()).
-		Then(clientv3.OpPut(f.Key(), string(val), clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(seatKey, clientv3.WithCountOnly())).
-		Commit()
-	if err != nil {
-		return nil, err
-	}
-	if !resp.Succeeded {
-		if r := resp.Responses[0].GetResponseRange(); r != nil && r.Count == 0 {
-			return nil, ErrSeatLost
-		}
-		return nil, ErrChanged
-	}
-	return &Held{f: f, Key: f.Key(), Lease: lease, Value: v}, nil
+	// Leases are every lease the take wrote on; InflightRevision is the
+	// revision the in-flight record was written at.
+	Leases           Leases
+	InflightRevision int64
 }
 
 // Renew gives the slot its whole TTL again. It reports ErrExpired when the

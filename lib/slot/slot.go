@@ -44,6 +44,9 @@ func Key(ns, node string) string { return Dir(ns) + node }
 // RecordsDir is where the health records of a namespace live: <ns>nodes/.
 func RecordsDir(ns string) string { return ns + "nodes/" }
 
+// RecordKey is a node's health record: <ns>nodes/<node>.
+func RecordKey(ns, node string) string { return RecordsDir(ns) + node }
+
 // PauseKey is the cluster-wide pause: <ns>disable.
 func PauseKey(ns string) string { return ns + "disable" }
 
@@ -51,14 +54,21 @@ func PauseKey(ns string) string { return ns + "disable" }
 // written (an empty group is the ungrouped fleet), so a value without them
 // is recognisably not ours.
 type Value struct {
-	Node       string    `json:"node"`
-	Lock       string    `json:"lock"`
-	Group      string    `json:"group"`
-	Since      time.Time `json:"since"`
-	BootID     string    `json:"boot_id,omitempty"`
-	MachineID  string    `json:"machine_id,omitempty"`
-	MaxHolders int       `json:"max_holders,omitempty"`
-	MaxTotal   int       `json:"max_total,omitempty"`
+	Node      string    `json:"node"`
+	Lock      string    `json:"lock"`
+	Group     string    `json:"group"`
+	Since     time.Time `json:"since"`
+	BootID    string    `json:"boot_id,omitempty"`
+	MachineID string    `json:"machine_id,omitempty"`
+	// MaxHolders and MaxTotal are the effective budgets the slot was
+	// admitted under (numbers: what older readers take the smallest of).
+	MaxHolders int `json:"max_holders,omitempty"`
+	MaxTotal   int `json:"max_total,omitempty"`
+	// Wave is the node's wave, Via the entry point that took the slot.
+	Wave int    `json:"wave,omitempty"`
+	Via  string `json:"via,omitempty"`
+	// Rules are the rules its entry point was configured with.
+	Rules *policy.Rules `json:"rules,omitempty"`
 	// V is the protocol version the writer speaks (policy.ProtocolVersion).
 	V int `json:"v"`
 }
@@ -108,7 +118,7 @@ func (p Parsed) Foreign(lock string) bool {
 
 // Policy is the slot as the view and the policies see it.
 func (p Parsed) Policy() policy.Slot {
-	return policy.Slot{Node: p.Node, Lock: p.Lock, Group: p.Group, Since: p.Since, BootID: p.BootID}
+	return policy.Slot{Node: p.Node, Lock: p.Lock, Group: p.Group, Since: p.Since, BootID: p.BootID, Wave: p.Wave, Via: p.Via}
 }
 
 // ParsePause reads the pause key's value; an unreadable value still pauses.

@@ -9,6 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
@@ -54,7 +56,7 @@ func TestParse(t *testing.T) {
 func TestCountUnderCompaction(t *testing.T) {
 	c := testsupport.NewClient(t, embedded.Endpoint)
 	ns := "/t/count-compaction/"
-	f := Fleet{Client: c, NS: ns, Lock: ns + "lock", Node: "a", BootID: "b1", MaxHolders: 1, TTL: time.Minute, RPCTimeout: 2 * time.Second}
+	f := Fleet{Client: c, NS: ns, Lock: ns + "lock", Node: "a", BootID: "b1", Rules: policy.Rules{MaxHolders: config.Count(1)}, TTL: time.Minute, RPCTimeout: 2 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	stop := make(chan struct{})

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
@@ -37,7 +38,7 @@ func TestCountAcrossVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := Fleet{Client: c, NS: ns, Lock: ns + "lock", Node: "a", BootID: "boot-a", MaxHolders: 5, TTL: time.Minute, RPCTimeout: 5 * time.Second}
+	f := Fleet{Client: c, NS: ns, Lock: ns + "lock", Node: "a", BootID: "boot-a", Rules: policy.Rules{MaxHolders: config.Count(5)}, TTL: time.Minute, RPCTimeout: 5 * time.Second}
 	since := `"since":"2026-01-01T00:00:00Z"`
 
 	t.Run("newer values are read and counted", func(t *testing.T) {
@@ -51,8 +52,8 @@ func TestCountAcrossVersions(t *testing.T) {
 		if got := n.Nodes(); !slices.Equal(got, []string{"a", "b", "c"}) {
 			t.Errorf("present %v, want a, b (seat), c (slot)", got)
 		}
-		if n.MaxHolders != 3 {
-			t.Errorf("max_holders %d, want 3: the newer slot's", n.MaxHolders)
+		if m := f.Decide(n).Rules.MaxHolders; m != 3 {
+			t.Errorf("max_holders %d, want 3: the newer slot's", m)
 		}
 		if !n.View.Healthy("d") || n.View.Healthy("c") {
 			t.Errorf("view %+v: d healthy, c rebooting", n.View)
@@ -73,8 +74,8 @@ func TestCountAcrossVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.MaxHolders != 1 {
-			t.Errorf("max_holders %d, want 1: an unreadable annotation allows one holder", n.MaxHolders)
+		if m := f.Decide(n).Rules.MaxHolders; m != 1 {
+			t.Errorf("max_holders %d, want 1: an unreadable annotation allows one holder", m)
 		}
 		if !slices.Contains(n.Nodes(), "f") {
 			t.Errorf("present %v: the unreadable slot of f must count", n.Nodes())

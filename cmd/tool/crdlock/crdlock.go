@@ -125,7 +125,7 @@ type flags struct {
 	endpoints  string
 	key        string
 	group      string
-	maxHolders int
+	maxHolders config.Budget
 	ttl        int
 }
 
@@ -166,7 +166,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
 	fs.StringVar(&f.key, "key", "", "lock `key` (overrides lock_key)")
 	fs.StringVar(&f.group, "group", "", "lock `group`: the key becomes KEY/GROUP (overrides group)")
-	fs.IntVar(&f.maxHolders, "max-holders", 0, "how many may hold the lock at once (overrides max_holders)")
+	fs.Func("max-holders", "how many may hold the lock at once: `N` or a percentage such as 10% (overrides max_holders)", f.setMaxHolders)
 	fs.IntVar(&f.ttl, "ttl", 0, "lease TTL in `seconds` (overrides lock_ttl_sec)")
 }
 
@@ -221,6 +221,16 @@ func (f *flags) connect(ctx context.Context, cfg config.Config) (*clientv3.Clien
 
 // lockOptions is lock.FromConfig, the one builder the daemon's cluster step
 // uses too, with this tool's purpose and log lines.
+// setMaxHolders parses --max-holders: a count or a percentage.
+func (f *flags) setMaxHolders(s string) error {
+	b, err := config.ParseBudget(s)
+	if err != nil {
+		return err
+	}
+	f.maxHolders = b
+	return nil
+}
+
 func lockOptions(cfg config.Config, purpose, bootID, machineID string, logger *slog.Logger) lock.Options {
 	o := lock.FromConfig(cfg, bootID, machineID)
 	o.Purpose = purpose

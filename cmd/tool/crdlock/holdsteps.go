@@ -21,6 +21,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // holdRun is one `crd-lock hold` between its steps (runHold): prepare,
@@ -60,7 +61,7 @@ func (h *holdRun) prepare(args []string, stdout, stderr io.Writer, format *repor
 	}
 	cfg, key, err := o.f.load(o.fs)
 	h.cfg, h.key = cfg, key
-	res.Node, res.Key, res.MaxHolders, res.Purpose = cfg.NodeName, key, cfg.MaxHolders, *o.purpose
+	res.Node, res.Key, res.MaxHolders, res.Purpose = cfg.NodeName, key, cfg.MaxHolders.Of(1), *o.purpose
 	if err == nil {
 		err = report.CheckField("--purpose", *o.purpose)
 	}
@@ -116,7 +117,17 @@ func (h *holdRun) acquire(ctx context.Context, sigc <-chan os.Signal) (*clientv3
 	}
 	bootID, _ := reboot.BootID("")
 	machineID := reboot.MachineID("")
-	h.held, err = lock.Acquire(actx, client, lockOptions(h.cfg, *o.purpose, bootID, machineID, h.logger))
+	lo := lockOptions(h.cfg, *o.purpose, bootID, machineID, h.logger)
+	if *o.withSlot && h.cfg.MaxHolders.Percent > 0 {
+		// A percentage's seats: of every health record (lib/slot Fleet.Seats).
+		seats, serr := slot.FromConfig(client, h.cfg, bootID, machineID, slot.ViaPipeline).Seats(actx)
+		if serr != nil {
+			return client, exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: hold: counting the health records for max_holders %s: %v", h.cfg.MaxHolders, serr)
+		}
+		lo.MaxHolders = seats
+		res.MaxHolders = seats
+	}
+	h.held, err = lock.Acquire(actx, client, lo)
 	if err == nil && *o.withSlot {
 		h.slot, err = takeRebootSlot(actx, client, h.cfg, h.held, bootID, machineID, h.logger, h.notes)
 		if err != nil {

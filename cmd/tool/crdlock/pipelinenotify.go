@@ -2,7 +2,6 @@ package crdlock
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -37,7 +36,6 @@ type pipelineNotes struct {
 	// failReason is the reason token of that failure when not the
 	// command's (hook: the required silence).
 	failReason string
-	inflight   bool
 }
 
 func newPipelineNotes(cfg config.Config, log *slog.Logger) *pipelineNotes {
@@ -49,47 +47,24 @@ func (p *pipelineNotes) rpc() time.Duration {
 	return time.Duration(p.cfg.EtcdDialTimeoutSec) * time.Second
 }
 
-// slotTaken queues reboot_starting (and, for slot_expired, writes the
-// in-flight record other nodes' daemons look at). It never waits for a
-// destination.
-func (p *pipelineNotes) slotTaken(client *clientv3.Client, r *rebootSlot, token int64) {
+// slotTaken queues reboot_starting. It never waits for a destination.
+// (The in-flight record that lets other nodes see a slot that ran out is
+// written by the admission with the slot itself.)
+func (p *pipelineNotes) slotTaken(token int64, key string) {
 	if p == nil || !p.s.Enabled() {
 		return
 	}
-	f := notifyevents.Fields{Event: config.NotifyRebootStarting, FencingToken: token, Slot: r.fleet.Key()}
+	f := notifyevents.Fields{Event: config.NotifyRebootStarting, FencingToken: token, Slot: key}
 	p.starting = &f
 	p.s.Send(f)
-	if !p.s.Wants(config.NotifySlotExpired) {
-		return
-	}
-	rec := slotnotify.Inflight{Node: p.cfg.NodeName, Lease: r.leaseHex(), Since: r.takenAt.UTC(), TTLSec: p.cfg.RebootSlotTTLSec, FencingToken: token}
-	ctx, cancel := context.WithTimeout(context.Background(), p.rpc())
-	defer cancel()
-	if err := slotnotify.MarkInflight(ctx, client, p.cfg.Namespace(), rec); err != nil {
-		p.log.Warn("cannot record the reboot as in flight; if its slot expires, no slot_expired notification is sent", "event", "notify_failed", "error", err.Error())
-		return
-	}
-	p.inflight = true
 }
 
-// slotFreed deletes the in-flight record: the slot goes without a reboot.
-func (p *pipelineNotes) slotFreed(client *clientv3.Client) {
-	if p == nil || !p.inflight {
+// halted sends rollout_halted: this pipeline's admission recorded the halt.
+func (p *pipelineNotes) halted(detail string) {
+	if p == nil {
 		return
 	}
-	p.clearInflight(client)
-	p.inflight = false
-}
-
-func (p *pipelineNotes) clearInflight(client *clientv3.Client) {
-	if !p.s.Wants(config.NotifySlotExpired) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.rpc())
-	defer cancel()
-	if err := slotnotify.ClearInflight(ctx, client, p.cfg.Namespace(), p.cfg.NodeName); err != nil {
-		p.log.Warn("cannot delete the in-flight record; a false slot_expired may be sent", "event", "notify_failed", "error", err.Error())
-	}
+	p.s.Send(notifyevents.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: detail})
 }
 
 // holdEnded sends reboot_failed when hold fails after reboot_starting
@@ -153,21 +128,9 @@ func (p *pipelineNotes) completed(ctx context.Context, client *clientv3.Client, 
 	}
 }
 
-// beforeComplete deletes the in-flight record before the slot is freed
-// (never a false slot_expired), once the boot id says the node rebooted.
-func (p *pipelineNotes) beforeComplete(client *clientv3.Client, cl slot.Claim, boot string) {
-	if p == nil || !p.s.Enabled() || cl.BootID == boot {
-		return
-	}
-	p.clearInflight(client)
-}
-
 // silenceFailed marks the failure as the required silence's.
 func (p *pipelineNotes) silenceFailed() {
 	if p != nil {
 		p.failReason = driver.ReasonHook
 	}
 }
-
-// leaseHex is the slot's lease as the claim writes it.
-func (r *rebootSlot) leaseHex() string { return fmt.Sprintf("%x", int64(r.lease)) }

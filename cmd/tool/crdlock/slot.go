@@ -13,9 +13,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
@@ -23,15 +25,16 @@ import (
 )
 
 // rebootSlot is `crd-lock hold --reboot-slot`: the seat becomes this node's
-// reboot slot (lib/slot, the daemon's own code), so a node rebooted by the
-// shell pipeline stays counted against max_holders from the lock until
-// `crd-lock complete` after its boot, and daemons and pipelines on one lock
-// count each other.
+// reboot slot through the one admission point (lib/slot.Admission, the
+// daemon's own), so a node rebooted by the shell pipeline obeys every fleet
+// rule and stays counted from the lock until `crd-lock complete` after its
+// boot, and daemons and pipelines on one lock count each other.
 type rebootSlot struct {
 	fleet    slot.Fleet
 	client   *clientv3.Client
 	stateDir string
 	lease    clientv3.LeaseID
+	leases   slot.Leases
 	held     *slot.Held
 	takenAt  time.Time
 	log      *slog.Logger
@@ -43,11 +46,13 @@ type rebootSlot struct {
 	notes *pipelineNotes
 }
 
-// takeRebootSlot waits while the machines present (seats and slots of this
-// lock and group) reach max_holders, checks the cluster-wide pause and the
-// built-in policies on the same read, and takes the slot in the transaction
-// guarded by the seat and that read's revision. ctx ends the wait
-// (--timeout, a signal); a lost seat ends it too.
+// takeRebootSlot admits this node's reboot slot under held: every fleet
+// rule of the admission (pause, hold, failure budget, waves, policies,
+// budgets, pacing) and, before the take and after every wait, the
+// node-local checks the daemon runs under its lock (cluster.LocalChecks:
+// kill switch, windows, detectors, the under-lock gate), from the same
+// configuration: a pipeline that waited in line past its window's end never
+// reboots. ctx ends a wait (--timeout, a signal); a lost seat ends it too.
 func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Config, held *lock.Held, bootID, machineID string, logger *slog.Logger, notes *pipelineNotes) (*rebootSlot, error) {
 	if bootID == "" {
 		return nil, exitcode.Errorf(exitcode.RebootFailed, "crd-lock: hold --reboot-slot: this boot's id is unreadable; a reboot slot needs it to tell this machine from others")
@@ -59,82 +64,67 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	defer cancel()
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
-	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID), client: client, stateDir: cfg.StateDir, log: logger, notes: notes}
+	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID, slot.ViaPipeline), client: client, stateDir: cfg.StateDir, log: logger, notes: notes}
 	r.sil, _ = silence.FromConfig(cfg)
-	waiting := false
-	for {
-		n, err := r.fleet.Count(wctx, held.Entry())
-		if err == nil && n.Problem != nil {
-			return nil, n.Problem
-		}
-		if err != nil {
-			return nil, r.waitErr(ctx, held, err)
-		}
-		if p := n.View.Paused; p != nil {
-			return nil, exitcode.Errorf(exitcode.KillSwitch, "crd-lock: hold --reboot-slot: reboots are paused cluster-wide (%s, by %s): run `clusterrebootd resume` to allow them", p.Reason, p.By)
-		}
-		if len(n.Disagree) > 0 {
-			logger.Warn("the nodes of this lock disagree on max_holders; the smallest counts", "seen", fmt.Sprint(n.Disagree), "effective", n.MaxHolders)
-		}
-		if n.Full() {
-			if !waiting {
-				logger.Info("other nodes are rebooting; keeping the seat and waiting for a reboot slot", "present", n.Describe(), "max_holders", n.MaxHolders)
-				waiting = true
+	local := cluster.LocalChecks{Cfg: cfg, Runner: proc.Exec{}, Now: time.Now, Log: logger}
+	var lastWait string
+	a := slot.Admission{Fleet: r.fleet, Seat: held, Wait: true,
+		Recheck: func(ctx context.Context, n slot.Count, v slot.Verdict) error {
+			size := 0
+			if v.Policy != nil {
+				size = v.Policy.ClusterSize
 			}
-			if err := r.fleet.Wait(wctx, n.Revision, 0); err != nil {
-				return nil, r.waitErr(ctx, held, err)
+			if res := local.Check(ctx, n.Request, size); res.Err != nil {
+				return exitcode.Errorf(exitcode.CodeOf(res.Err), "crd-lock: hold --reboot-slot: under the lock: %s", strings.TrimPrefix(res.Err.Error(), "cluster: "))
 			}
-			continue
-		}
-		if d := r.fleet.Evaluate(n); !d.Allowed {
-			return nil, exitcode.Errorf(exitcode.HealthBlocked, "crd-lock: hold --reboot-slot: policy %s: %s", d.Rule, d.Reason)
-		}
-		taken, err := r.take(wctx, held, n)
-		if errors.Is(err, slot.ErrChanged) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if taken {
-			notes.slotTaken(client, r, held.FencingToken())
-			return r, r.silence(wctx, cfg, held.FencingToken())
-		}
+			return nil
+		},
+		Prepare: r.prepare(held),
+		OnWait: func(v slot.Verdict) {
+			if key := v.Rule + "\x00" + v.Reason; key != lastWait {
+				logger.Info("keeping the seat and waiting: "+v.Reason, "rule", v.Rule, "max_holders", v.Rules.MaxHolders)
+				lastWait = key
+			}
+		},
 	}
+	out, err := a.Admit(wctx)
+	if out.Halted {
+		logger.Error("the rollout halted itself: "+out.Verdict.Reason, "event", "rollout_halted")
+		notes.halted(out.Verdict.Reason)
+	}
+	if len(out.Count.Disagree) > 0 {
+		logger.Warn("the nodes of this lock disagree on max_holders; the strictest counts", "seen", fmt.Sprint(out.Count.Disagree), "effective", out.Verdict.Rules.MaxHolders)
+	}
+	var refusal *slot.Refusal
+	switch {
+	case err == nil:
+		r.held = out.Held
+		r.log.Info("reboot slot taken", "slot_key", out.Held.Key, "slot_lease_id", fmt.Sprintf("%x", int64(out.Held.Lease)),
+			"slot_ttl_sec", int64(r.fleet.TTL/time.Second), "max_holders", out.Verdict.Rules.MaxHolders)
+		notes.slotTaken(held.FencingToken(), out.Held.Key)
+		return r, r.silence(wctx, cfg, held.FencingToken())
+	case errors.As(err, &refusal):
+		return nil, exitcode.Errorf(exitcode.CodeOf(err), "crd-lock: hold --reboot-slot: %s", refusal.Reason)
+	case errors.Is(err, slot.ErrSeatLost):
+		return nil, exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: the lock seat %s was lost before the reboot slot was taken; COMMAND was not run", held.Entry())
+	}
+	var coded *exitcode.Error
+	if errors.As(err, &coded) {
+		return nil, err
+	}
+	return nil, r.waitErr(ctx, held, err)
 }
 
-// take records the claim in state_dir and writes the slot.
-func (r *rebootSlot) take(ctx context.Context, held *lock.Held, n slot.Count) (bool, error) {
-	lease, err := r.fleet.Grant(ctx)
-	if err != nil {
-		return false, r.etcdErr("granting the reboot slot's lease", err)
-	}
-	r.lease, r.takenAt = lease, time.Now()
-	claim := slot.Claim{Key: r.fleet.Key(), Lease: fmt.Sprintf("%x", int64(lease)), Lock: r.fleet.Lock, Node: r.fleet.Node,
-		BootID: r.fleet.BootID, Since: r.takenAt.UTC().Format(time.RFC3339Nano), FencingToken: held.FencingToken()}
-	if err := slot.WriteClaim(r.stateDir, claim); err != nil {
-		r.free()
-		return false, err
-	}
-	h, err := r.fleet.Take(ctx, held.IsOwnerCmp(), held.Entry(), n, lease)
-	switch {
-	case errors.Is(err, slot.ErrChanged):
-		r.free()
-		return false, err
-	case errors.Is(err, slot.ErrSeatLost):
-		r.free()
-		return false, exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: the lock seat %s was lost before the reboot slot was taken; COMMAND was not run", held.Entry())
-	case err != nil:
-		r.free()
-		var coded *exitcode.Error
-		if errors.As(err, &coded) {
-			return false, err
+// prepare records the claim in state_dir before the slot is written.
+func (r *rebootSlot) prepare(held *lock.Held) func(context.Context, slot.Leases) error {
+	return func(_ context.Context, l slot.Leases) error {
+		r.lease, r.leases, r.takenAt = l.Slot, l, time.Now()
+		if err := slot.WriteClaim(r.stateDir, slot.NewClaim(r.fleet, l, r.takenAt, held.FencingToken())); err != nil {
+			r.lease, r.leases = 0, slot.Leases{}
+			return err
 		}
-		return false, r.etcdErr("taking the reboot slot "+r.fleet.Key(), err)
+		return nil
 	}
-	r.held = h
-	r.log.Info("reboot slot taken", "slot_key", h.Key, "slot_lease_id", claim.Lease, "slot_ttl_sec", int64(r.fleet.TTL/time.Second))
-	return true, nil
 }
 
 func (r *rebootSlot) waitErr(ctx context.Context, held *lock.Held, err error) error {
@@ -142,11 +132,11 @@ func (r *rebootSlot) waitErr(ctx context.Context, held *lock.Held, err error) er
 	case held.Err() != nil:
 		return exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: %v while waiting for a reboot slot; COMMAND was not run", held.Err())
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: no reboot slot free before --timeout: other nodes are rebooting (see crd-lock status)")
+		return exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: no reboot slot admitted before --timeout: other nodes are rebooting or the rollout is paced (see clusterrebootd status)")
 	case ctx.Err() != nil:
 		return exitcode.Errorf(exitcode.Interrupted, "crd-lock: hold --reboot-slot: interrupted while waiting for a reboot slot")
 	}
-	return r.etcdErr("counting the nodes present", err)
+	return r.etcdErr("admitting the reboot slot", err)
 }
 
 func (r *rebootSlot) etcdErr(what string, err error) error {
@@ -195,7 +185,7 @@ func (r *rebootSlot) free() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.fleet.RPCTimeout)
 	defer cancel()
-	switch err := slot.Free(ctx, r.client, r.lease); {
+	switch err := slot.Abort(ctx, r.client, r.leases); {
 	case errors.Is(err, slot.ErrExpired):
 		r.log.Info("the reboot slot had already expired", "slot_key", r.fleet.Key(), "slot_ttl_sec", int64(r.fleet.TTL/time.Second))
 	case err != nil:
@@ -205,8 +195,7 @@ func (r *rebootSlot) free() {
 		r.log.Warn("cannot remove the reboot slot claim", "err", err)
 	}
 	r.expireSilences()
-	r.notes.slotFreed(r.client)
-	r.lease = 0
+	r.lease, r.leases = 0, slot.Leases{}
 }
 
 // CompleteResult is the JSON line of crd-lock complete.
@@ -304,8 +293,8 @@ func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, st
 		logger.Info("reboot slot renewed", "slot_key", cl.Key, "ttl_sec", ttl)
 		return finish(nil)
 	}
-	notes.beforeComplete(client, cl, boot)
-	freed, err := slot.Complete(rctx, client, cl, boot)
+	x := slot.Completion{Client: client, NS: cfg.Namespace(), BootID: boot, WaveBakeSec: cfg.Rollout.WaveBakeSec, FailureWindowSec: cfg.Rollout.FailureWindowSec}
+	freed, err := x.Complete(rctx, cl)
 	expired := errors.Is(err, slot.ErrExpired)
 	var coded *exitcode.Error
 	if errors.As(err, &coded) {

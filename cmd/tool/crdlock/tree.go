@@ -192,7 +192,7 @@ func newServeOpts(stdout io.Writer) *serveOpts {
 	f.common.Register(fs)
 	fs.StringVar(&f.endpoints, "endpoints", "", "etcd client `URLs`, comma-separated (overrides etcd_endpoints)")
 	fs.StringVar(&f.key, "key", "", "lock `key` (overrides lock_key)")
-	fs.IntVar(&f.maxHolders, "max-holders", 0, "how many nodes of a group may be down at once (overrides max_holders)")
+	fs.Func("max-holders", "how many nodes of a group may be down at once: `N` or a percentage such as 10% (overrides max_holders)", f.setMaxHolders)
 	fs.IntVar(&f.ttl, "ttl", 0, "lease TTL of the short-lived seat in `seconds` (overrides lock_ttl_sec)")
 	o.listen = fs.String("listen", DefaultFleetLockListen, "`host:port` to serve FleetLock on")
 	o.certFile = fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (PEM; with --tls-key)")

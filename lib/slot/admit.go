@@ -1,0 +1,427 @@
+package slot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// Admission is one entry point's way to its reboot slot: the one function
+// every way into a reboot goes through (docs/rollout.md). The entry point
+// fills in what it is and what it can do; Admit applies every rule.
+type Admission struct {
+	Fleet Fleet
+	// Seat is the lock seat the slot is taken under (the take is guarded by
+	// it). Nil only in tests of the rules.
+	Seat *lock.Held
+	// Wait: keep the seat and wait on a verdict that waits (daemon,
+	// pipeline); else it is returned as a refusal (FleetLock, simulate).
+	Wait bool
+	// Recheck runs the node-local rules (windows, detectors, the under-lock
+	// gate) once a count admits, and again after every wait, before the
+	// slot is taken on a fresh count; nil: none.
+	Recheck func(ctx context.Context, c Count, v Verdict) error
+	// Prepare records the leases before the slot exists (the claim in
+	// state_dir), so that whatever follows, the lease that can delete it is
+	// known. An error stops before the take.
+	Prepare func(ctx context.Context, l Leases) error
+	// DryRun stops where the slot would be taken.
+	DryRun bool
+	// Renewal re-admits a slot this node already holds (FleetLock's holder
+	// asking again after its slot's first TTL): no new start or pacing
+	// record is written.
+	Renewal bool
+	// TicketTTL, when set, gives this node's ticket in the fleet's line a
+	// lease of its own, renewed by each admission (FleetLock: a client's
+	// place outlives the request it asked in); else it is on the seat's.
+	TicketTTL time.Duration
+	// OnWait is told of every verdict the admission waits on.
+	OnWait func(Verdict)
+	// Recount bounds each wait without an event (default lock.Recheck).
+	Recount time.Duration
+}
+
+// Leases are the leases a take writes on, granted before it. Failure
+// carries the failure record of this node's own earlier reboot that did
+// not complete in time, when the take found one (an abort keeps it).
+type Leases struct {
+	Slot, Inflight, Start, Paced, Failure clientv3.LeaseID
+}
+
+// Outcome is what Admit decided on: the last count and verdict, and the
+// slot when one was taken.
+type Outcome struct {
+	Count   Count
+	Verdict Verdict
+	Held    *Held
+	// Halted: this admission recorded the halt (it alone sends
+	// rollout_halted).
+	Halted bool
+}
+
+// Admit counts, decides and takes: until a slot is taken (Outcome.Held), a
+// rule refuses (a *Refusal), the node-local re-check fails (its error), or
+// ctx ends. Every error leaves no slot and no lease of this call behind.
+func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
+	f := a.Fleet
+	var out Outcome
+	rechecked := false
+	for {
+		c, err := f.Count(ctx, a.seatKey())
+		if err != nil {
+			return out, err
+		}
+		v := f.Decide(c)
+		out.Count, out.Verdict = c, v
+		if v.HaltNew && f.halt(ctx, c, v) {
+			out.Halted = true
+		}
+		a.ticket(ctx, c, v)
+		if !v.Admit {
+			if !v.Wait || !a.Wait {
+				return out, v.Err()
+			}
+			v.Until = f.until(ctx, v.Marks)
+			out.Verdict = v
+			if a.OnWait != nil {
+				a.OnWait(v)
+			}
+			if err := f.WaitChange(ctx, c.Revision, a.recount(v.Until)); err != nil {
+				return out, err
+			}
+			rechecked = false
+			continue
+		}
+		if a.Recheck != nil && !rechecked {
+			if err := a.Recheck(ctx, c, v); err != nil {
+				return out, err
+			}
+			rechecked = true
+			continue // time passed: count again
+		}
+		if a.DryRun {
+			return out, nil
+		}
+		held, err := a.take(ctx, c, v)
+		if errors.Is(err, ErrChanged) {
+			rechecked = false
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out.Held = held
+		return out, nil
+	}
+}
+
+func (a *Admission) seatKey() string {
+	if a.Seat == nil {
+		return ""
+	}
+	return a.Seat.Entry()
+}
+
+func (a *Admission) recount(until time.Time) time.Duration {
+	d := a.Recount
+	if d <= 0 {
+		d = lock.Recheck
+	}
+	if !until.IsZero() {
+		if left := time.Until(until) + 100*time.Millisecond; left < d {
+			d = max(left, 100*time.Millisecond)
+		}
+	}
+	return d
+}
+
+// grant gets the leases of one take: the slot's (reboot_slot_ttl_sec, never
+// kept alive), the in-flight record's (the slot's TTL and the failure
+// window: it outlives the slot), the start's (an hour) and, with
+// min_interval_sec, the pacing record's.
+func (a *Admission) grant(ctx context.Context, e policy.Effective) (Leases, error) {
+	f := a.Fleet
+	var l Leases
+	if f.TTL < 2*time.Second {
+		return l, exitcode.Errorf(exitcode.Config, "slot: reboot_slot_ttl_sec %s is below etcd's minimum of 2s", f.TTL)
+	}
+	ttls := []struct {
+		id  *clientv3.LeaseID
+		sec int64
+	}{
+		{&l.Slot, int64(f.TTL / time.Second)},
+		{&l.Inflight, int64(f.TTL/time.Second) + int64(max(e.FailureWindowSec, 60))},
+	}
+	if !a.Renewal {
+		ttls = append(ttls, struct {
+			id  *clientv3.LeaseID
+			sec int64
+		}{&l.Start, 3600})
+		if e.MinIntervalSec > 0 {
+			ttls = append(ttls, struct {
+				id  *clientv3.LeaseID
+				sec int64
+			}{&l.Paced, int64(max(e.MinIntervalSec, 2))})
+		}
+	}
+	for _, t := range ttls {
+		rctx, cancel := f.rpc(ctx)
+		g, err := f.Client.Grant(rctx, t.sec)
+		cancel()
+		if err != nil {
+			f.revoke(l)
+			return Leases{}, err
+		}
+		*t.id = g.ID
+	}
+	return l, nil
+}
+
+// revoke gives back leases of a take that did not happen (best effort:
+// they expire by themselves).
+func (f Fleet) revoke(l Leases) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.RPCTimeout)
+	defer cancel()
+	for _, id := range []clientv3.LeaseID{l.Slot, l.Inflight, l.Start, l.Paced, l.Failure} {
+		if id != 0 {
+			_, _ = f.Client.Revoke(ctx, id)
+		}
+	}
+}
+
+// take writes the slot, its in-flight record and the pacing records in one
+// transaction that succeeds only while the seat is this node's and nothing
+// the count decided on changed: no slot, no rollout record, not the pause
+// and not this node's hold.
+func (a *Admission) take(ctx context.Context, c Count, v Verdict) (*Held, error) {
+	f := a.Fleet
+	if f.BootID == "" {
+		return nil, exitcode.Errorf(exitcode.RebootFailed, "slot: this machine's boot id is unknown; a slot without it could not be told apart from another machine's")
+	}
+	l, err := a.grant(ctx, v.Rules)
+	if err != nil {
+		var coded *exitcode.Error
+		if errors.As(err, &coded) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("granting the reboot slot's leases: %w", err)
+	}
+	if a.Prepare != nil {
+		if err := a.Prepare(ctx, l); err != nil {
+			f.revoke(l)
+			return nil, err
+		}
+	}
+	now := f.now().UTC()
+	rules := f.Rules
+	val, _ := json.Marshal(Value{V: policy.ProtocolVersion, Node: f.Node, Lock: f.Lock, Group: f.Group, Since: now, BootID: f.BootID, MachineID: f.MachineID,
+		MaxHolders: v.Rules.MaxHolders, MaxTotal: v.Rules.MaxTotal, Wave: f.Wave, Via: f.Via, Rules: &rules})
+	in := Inflight{Node: f.Node, Group: f.Group, Wave: f.Wave, Via: f.Via, Lease: fmt.Sprintf("%x", int64(l.Slot)), BootID: f.BootID, Since: now, TTLSec: int(f.TTL / time.Second)}
+	if a.Seat != nil {
+		in.FencingToken = a.Seat.FencingToken()
+	}
+	ival, _ := json.Marshal(in)
+	mark, _ := json.Marshal(Mark{Node: f.Node, Group: f.Group, Wave: f.Wave, Since: now})
+	next := c.Revision + 1
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(Dir(f.NS)), "<", next).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(RolloutDir(f.NS)), "<", next).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(PauseKey(f.NS)), "<", next),
+		clientv3.Compare(clientv3.ModRevision(HoldKey(f.NS, f.Node)), "<", next),
+	}
+	var elseOps []clientv3.Op
+	if a.Seat != nil {
+		cmps = append(cmps, a.Seat.IsOwnerCmp())
+		elseOps = append(elseOps, clientv3.OpGet(a.Seat.Entry(), clientv3.WithCountOnly()))
+	}
+	ops := []clientv3.Op{
+		clientv3.OpPut(f.Key(), string(val), clientv3.WithLease(l.Slot)),
+		clientv3.OpPut(InflightKey(f.NS, f.Node), string(ival), clientv3.WithLease(l.Inflight)),
+		clientv3.OpDelete(QueueDir(f.NS) + f.Node),
+	}
+	// This node's own earlier reboot that did not complete in time is a
+	// failure: the new in-flight record must not erase it.
+	for _, x := range v.Failures {
+		if x.Node != f.Node || x.Recorded {
+			continue
+		}
+		if l.Failure == 0 {
+			rctx, cancel := f.rpc(ctx)
+			g, gerr := f.Client.Grant(rctx, int64(max(v.Rules.FailureWindowSec, 60)))
+			cancel()
+			if gerr != nil {
+				f.revoke(l)
+				return nil, gerr
+			}
+			l.Failure = g.ID
+		}
+		x.Recorded, x.By = true, f.Node
+		fval, _ := json.Marshal(x)
+		ops = append(ops, clientv3.OpPut(FailureKey(f.NS, f.Node, fmt.Sprintf("%d", x.CreateRevision)), string(fval), clientv3.WithLease(l.Failure)))
+	}
+	if l.Start != 0 {
+		ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s%s/%x", StartsDir(f.NS), f.Node, int64(l.Start)), string(mark), clientv3.WithLease(l.Start)))
+	}
+	if l.Paced != 0 {
+		ops = append(ops, clientv3.OpPut(PacedDir(f.NS)+f.Node, string(mark), clientv3.WithLease(l.Paced)))
+	}
+	rctx, cancel := f.rpc(ctx)
+	resp, err := f.Client.Txn(rctx).If(cmps...).Then(ops...).Else(elseOps...).Commit()
+	cancel()
+	if err != nil {
+		// The outcome is unknown: revoking the leases removes whatever was written.
+		f.revoke(l)
+		return nil, err
+	}
+	if !resp.Succeeded {
+		f.revoke(l)
+		if a.Seat != nil {
+			if r := resp.Responses[0].GetResponseRange(); r != nil && r.Count == 0 {
+				return nil, ErrSeatLost
+			}
+		}
+		return nil, ErrChanged
+	}
+	var parsed Value
+	_ = json.Unmarshal(val, &parsed)
+	return &Held{f: f, Key: f.Key(), Lease: l.Slot, Leases: l, Value: parsed, InflightRevision: resp.Header.Revision}, nil
+}
+
+// halt records the halt, only where there is none yet; it reports whether
+// this call wrote it (then this node alone notifies).
+func (f Fleet) halt(ctx context.Context, c Count, v Verdict) bool {
+	h := Halt{V: policy.ProtocolVersion, Reason: HaltReason(v.Failures, v.Rules), Scope: v.Rules.FailureScope, Failures: v.Failures, Since: f.now().UTC(), By: f.Node}
+	if h.Scope == "group" {
+		h.Group = f.Group
+	}
+	val, _ := json.Marshal(h)
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	resp, err := f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(HaltKey(f.NS)), "=", 0)).
+		Then(clientv3.OpPut(HaltKey(f.NS), string(val))).Commit()
+	return err == nil && resp.Succeeded
+}
+
+// ticket keeps this node's place in the fleet's line while it waits for
+// max_holders_total, and gives it up otherwise (best effort: a ticket left
+// behind ends with its lease).
+func (a *Admission) ticket(ctx context.Context, c Count, v Verdict) {
+	f := a.Fleet
+	var mine *Ticket
+	for i := range c.Tickets {
+		if c.Tickets[i].Node == f.Node {
+			mine = &c.Tickets[i]
+		}
+	}
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	switch {
+	case v.Ticket && mine != nil && a.TicketTTL > 0 && mine.Lease != 0:
+		_, _ = f.Client.KeepAliveOnce(rctx, clientv3.LeaseID(mine.Lease))
+	case v.Ticket && mine == nil:
+		var lease clientv3.LeaseID
+		switch {
+		case a.TicketTTL > 0:
+			g, err := f.Client.Grant(rctx, int64(max(a.TicketTTL/time.Second, 2)))
+			if err != nil {
+				return
+			}
+			lease = g.ID
+		case a.Seat != nil:
+			lease = a.Seat.LeaseID()
+		default:
+			return
+		}
+		val, _ := json.Marshal(Ticket{Node: f.Node, Group: f.Group, Since: f.now().UTC()})
+		key := QueueDir(f.NS) + f.Node
+		_, _ = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+	case !v.Ticket && mine != nil && !v.Admit:
+		_, _ = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(mine.Key), "=", mine.CreateRevision)).
+			Then(clientv3.OpDelete(mine.Key)).Commit()
+	}
+}
+
+// until is when the marks a paced node waits for end: the earliest end of
+// their leases, as etcd times them (zero when it cannot tell).
+func (f Fleet) until(ctx context.Context, marks []Mark) time.Time {
+	var earliest time.Time
+	for _, m := range marks {
+		if m.Lease == 0 {
+			continue
+		}
+		rctx, cancel := f.rpc(ctx)
+		r, err := f.Client.TimeToLive(rctx, clientv3.LeaseID(m.Lease))
+		cancel()
+		if err != nil || r.TTL < 0 {
+			continue
+		}
+		t := f.now().Add(time.Duration(r.TTL) * time.Second)
+		if earliest.IsZero() || t.Before(earliest) {
+			earliest = t
+		}
+	}
+	return earliest
+}
+
+// WaitChange blocks until anything the rules read changes after rev — a
+// slot, a seat of the lock (any group), a rollout record, a ticket, the
+// pause or this node's hold — or for at most d (a watch can lose a
+// deletion on some etcd releases: see lock.Recheck). A broken watch returns
+// after a pause of a second, so the caller counts again rather than spin.
+func (f Fleet) WaitChange(ctx context.Context, rev int64, d time.Duration) error {
+	if d <= 0 {
+		d = lock.Recheck
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	from := clientv3.WithRev(rev + 1)
+	chans := []clientv3.WatchChan{
+		f.Client.Watch(wctx, Dir(f.NS), clientv3.WithPrefix(), from),
+		f.Client.Watch(wctx, f.Lock+"/", clientv3.WithPrefix(), from),
+		f.Client.Watch(wctx, RolloutDir(f.NS), clientv3.WithPrefix(), from),
+		f.Client.Watch(wctx, QueueDir(f.NS), clientv3.WithPrefix(), from),
+		f.Client.Watch(wctx, PauseKey(f.NS), from),
+		f.Client.Watch(wctx, HoldKey(f.NS, f.Node), from),
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	got := make(chan clientv3.WatchResponse, len(chans))
+	for _, ch := range chans {
+		go func() {
+			select {
+			case wr, ok := <-ch:
+				if !ok {
+					wr = clientv3.WatchResponse{Canceled: true}
+				}
+				got <- wr
+			case <-wctx.Done():
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	case wr := <-got:
+		if wr.Canceled || wr.Err() != nil {
+			p := time.NewTimer(time.Second)
+			defer p.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-p.C:
+			}
+		}
+	}
+	return nil
+}

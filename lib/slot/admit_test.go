@@ -1,0 +1,399 @@
+package slot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+)
+
+// rig is one test's namespace and the nodes in it.
+type rig struct {
+	t  *testing.T
+	c  *clientv3.Client
+	ns string
+}
+
+func newRig(t *testing.T) *rig {
+	c := testsupport.NewClient(t, embedded.Endpoint)
+	ns := "/t/admit-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "/"
+	t.Cleanup(func() { _, _ = c.Delete(context.Background(), ns, clientv3.WithPrefix()) })
+	return &rig{t: t, c: c, ns: ns}
+}
+
+// fleet is node's Fleet with the default rules (one failure halts), a slot
+// TTL of ttl and the changes in opts.
+func (r *rig) fleet(node, group string, ttl time.Duration, opts ...func(*Fleet)) Fleet {
+	cfg := config.Default()
+	cfg.NodeName, cfg.Group = node, group
+	f := Fleet{Client: r.c, NS: r.ns, Lock: r.ns + "lock", Group: group, Node: node, BootID: "boot-" + node + "-1", MachineID: "m-" + node,
+		Via: ViaDaemon, Rules: policy.RulesOf(cfg), TTL: ttl, RPCTimeout: 3 * time.Second}
+	for _, o := range opts {
+		o(&f)
+	}
+	return f
+}
+
+// admit runs one admission that does not wait.
+func (r *rig) admit(f Fleet) (Outcome, error) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a := Admission{Fleet: f}
+	return a.Admit(ctx)
+}
+
+func (r *rig) mustAdmit(f Fleet) *Held {
+	r.t.Helper()
+	out, err := r.admit(f)
+	if err != nil || out.Held == nil {
+		r.t.Fatalf("%s: admission refused: %v", f.Node, err)
+	}
+	return out.Held
+}
+
+// refused asserts the admission says no by rule.
+func (r *rig) refused(f Fleet, rule string) Verdict {
+	r.t.Helper()
+	out, err := r.admit(f)
+	var ref *Refusal
+	if !errors.As(err, &ref) || ref.Rule != rule {
+		r.t.Fatalf("%s: admission = %v (held %v), want refused by %s", f.Node, err, out.Held != nil, rule)
+	}
+	if out.Held != nil {
+		r.t.Fatalf("%s: refused but a slot was taken", f.Node)
+	}
+	if _, err := r.c.Get(context.Background(), Key(r.ns, f.Node)); err != nil {
+		r.t.Fatal(err)
+	}
+	return ref.Verdict
+}
+
+func (r *rig) put(key, value string, lease clientv3.LeaseID) {
+	r.t.Helper()
+	var opts []clientv3.OpOption
+	if lease != 0 {
+		opts = append(opts, clientv3.WithLease(lease))
+	}
+	if _, err := r.c.Put(context.Background(), key, value, opts...); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// record publishes node's health record as the daemon does.
+func (r *rig) record(f Fleet, state string, required bool, mut ...func(*policy.NodeRecord)) {
+	r.t.Helper()
+	rules := f.Rules
+	rec := policy.NodeRecord{Node: f.Node, State: state, RebootRequired: required, Lock: f.Lock, Group: f.Group, BootID: f.BootID,
+		MachineID: f.MachineID, Wave: f.Wave, Rules: &rules, V: policy.ProtocolVersion}
+	for _, m := range mut {
+		m(&rec)
+	}
+	b, _ := json.Marshal(rec)
+	r.put(RecordKey(r.ns, f.Node), string(b), 0)
+}
+
+func (r *rig) exists(key string) bool {
+	r.t.Helper()
+	resp, err := r.c.Get(context.Background(), key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return len(resp.Kvs) > 0
+}
+
+// The first lost node's slot simply running out halts the fleet: nobody
+// has to publish or write anything for the next admission to see it.
+func TestLostNodeHaltsTheFleet(t *testing.T) {
+	r := newRig(t)
+	a := r.fleet("a", "", 2*time.Second)
+	r.mustAdmit(a)
+	b := r.fleet("b", "", time.Minute)
+	r.refused(b, RuleMaxHolders)
+	testsupport.Eventually(t, 10*time.Second, "a's slot to run out", func() bool { return !r.exists(a.Key()) })
+	v := r.refused(b, RuleHalted)
+	if len(v.Failures) != 1 || v.Failures[0].Node != "a" || v.Failures[0].Kind != FailureSlotExpired {
+		t.Fatalf("failures %+v, want a's slot_expired", v.Failures)
+	}
+	if !strings.Contains(v.Reason, "a (slot_expired") {
+		t.Errorf("reason %q does not name a and its kind", v.Reason)
+	}
+	if !r.exists(HaltKey(r.ns)) {
+		t.Fatal("the admission that found the budget spent recorded no halt")
+	}
+	// Another group halts too: the scope is the fleet.
+	r.refused(r.fleet("c", "rack2", time.Minute), RuleHalted)
+	// The budget turned off (0) on every node lets the rollout go on once
+	// the operator resumed.
+	if _, err := Resume(context.Background(), r.c, r.ns, "op", "looked", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r.exists(HaltKey(r.ns)) {
+		t.Fatal("resume left the halt")
+	}
+	r.mustAdmit(b)
+}
+
+// A node whose slot ran out but whose own record still names the boot the
+// slot was taken in never went down: no failure (its daemon decides).
+func TestStaleInflightOfALiveNode(t *testing.T) {
+	r := newRig(t)
+	a := r.fleet("a", "", 2*time.Second)
+	r.mustAdmit(a)
+	r.record(a, policy.StateRebooting, true)
+	testsupport.Eventually(t, 10*time.Second, "a's slot to run out", func() bool { return !r.exists(a.Key()) })
+	r.mustAdmit(r.fleet("b", "", time.Minute))
+}
+
+// Completion deletes the slot and its in-flight record together: no
+// failure. A node that comes back after its slot ran out records the
+// failure itself, so coming back late does not un-halt the fleet; once an
+// operator resumed, the same late return records nothing.
+func TestCompletionAndLateReturn(t *testing.T) {
+	for _, resumedFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resumed before the late return: %v", resumedFirst), func(t *testing.T) {
+			r := newRig(t)
+			ctx := context.Background()
+			a := r.fleet("a", "", time.Minute)
+			h := r.mustAdmit(a)
+			x := Completion{Client: r.c, NS: r.ns, BootID: "boot-a-2", FailureWindowSec: 3600}
+			freed, err := x.Complete(ctx, NewClaim(a, h.Leases, time.Now(), 1))
+			if err != nil || !freed || r.exists(InflightKey(r.ns, "a")) {
+				t.Fatalf("complete: freed %v err %v; the in-flight record must go with the slot", freed, err)
+			}
+			b := r.fleet("b", "", 2*time.Second)
+			hb := r.mustAdmit(b)
+			testsupport.Eventually(t, 10*time.Second, "b's slot to run out", func() bool { return !r.exists(b.Key()) })
+			r.refused(r.fleet("c", "", time.Minute), RuleHalted)
+			if resumedFirst {
+				if _, err := Resume(ctx, r.c, r.ns, "op", "b is lost", time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			x.BootID = "boot-b-2"
+			if _, err := x.Complete(ctx, NewClaim(b, hb.Leases, time.Now(), 1)); !errors.Is(err, ErrExpired) {
+				t.Fatalf("late complete: %v, want ErrExpired", err)
+			}
+			if r.exists(InflightKey(r.ns, "b")) {
+				t.Fatal("the late completion left the in-flight record")
+			}
+			failures, _ := r.c.Get(ctx, FailuresDir(r.ns), clientv3.WithPrefix())
+			if !resumedFirst {
+				if len(failures.Kvs) != 1 {
+					t.Fatalf("%d failure records after b's late return, want 1", len(failures.Kvs))
+				}
+				if _, err := r.c.Delete(ctx, HaltKey(r.ns)); err != nil {
+					t.Fatal(err)
+				}
+				// The halt key gone (a compromised node?), the failure still counts.
+				r.refused(r.fleet("c", "", time.Minute), RuleHalted)
+				return
+			}
+			if len(failures.Kvs) != 0 {
+				t.Fatalf("a late return after the operator resumed recorded a failure: %s", failures.Kvs[0].Value)
+			}
+			r.mustAdmit(r.fleet("c", "", time.Minute))
+		})
+	}
+}
+
+// An abort before the reboot command gives back the in-flight record before
+// the slot: no failure, and no start counted against the rate.
+func TestAbortIsNoFailure(t *testing.T) {
+	r := newRig(t)
+	perHour := func(f *Fleet) { f.Rules.MaxStartsPerHour = 1 }
+	a := r.fleet("a", "", time.Minute, perHour)
+	h := r.mustAdmit(a)
+	if err := Abort(context.Background(), r.c, h.Leases); err != nil {
+		t.Fatal(err)
+	}
+	r.mustAdmit(r.fleet("b", "", time.Minute, perHour))
+}
+
+// Budgets: percentages of the scope's nodes, and the strictest of the
+// entry point's and the live records' and slots' values.
+func TestBudgets(t *testing.T) {
+	t.Run("a percentage of the group's nodes, at least 1", func(t *testing.T) {
+		r := newRig(t)
+		pct := func(f *Fleet) { f.Rules.MaxHolders = config.Budget{Percent: 20} }
+		for i := range 10 {
+			r.record(r.fleet(fmt.Sprintf("n%d", i), "", time.Minute, pct), policy.StateIdle, false)
+		}
+		r.mustAdmit(r.fleet("n0", "", time.Minute, pct))
+		r.mustAdmit(r.fleet("n1", "", time.Minute, pct))
+		v := r.refused(r.fleet("n2", "", time.Minute, pct), RuleMaxHolders)
+		if v.Rules.MaxHolders != 2 || !strings.Contains(v.Reason, "20% of 10 nodes") {
+			t.Fatalf("effective %d, reason %q: want 2 = 20%% of 10", v.Rules.MaxHolders, v.Reason)
+		}
+	})
+	t.Run("the strictest among the live records", func(t *testing.T) {
+		r := newRig(t)
+		three := func(f *Fleet) { f.Rules.MaxHolders = config.Count(3) }
+		one := func(f *Fleet) { f.Rules.MaxHolders = config.Count(1) }
+		// The group's daemon says 1; a server configured with 3 learns it.
+		r.record(r.fleet("db1", "db", time.Minute, one), policy.StateIdle, false)
+		r.mustAdmit(r.fleet("z1", "db", time.Minute, three))
+		r.refused(r.fleet("z2", "db", time.Minute, three), RuleMaxHolders)
+		// Another group's record does not bind this group.
+		r.record(r.fleet("w1", "web", time.Minute, one), policy.StateIdle, false)
+		r.mustAdmit(r.fleet("z3", "other", time.Minute, three))
+	})
+	t.Run("the fleet's budget from another group's record", func(t *testing.T) {
+		r := newRig(t)
+		total1 := func(f *Fleet) { f.Rules.MaxTotal = config.Count(1) }
+		r.record(r.fleet("d1", "db", time.Minute, total1), policy.StateIdle, false)
+		r.mustAdmit(r.fleet("f1", "web", time.Minute))
+		r.refused(r.fleet("f2", "db", time.Minute), RuleMaxTotal)
+	})
+}
+
+// Pacing and the rate are timed by etcd's leases: the wait ends when the
+// pacing record's lease does, whatever the clocks say.
+func TestPacingIsTimedByLeases(t *testing.T) {
+	r := newRig(t)
+	paced := func(f *Fleet) {
+		f.Rules.MinIntervalSec = 3
+		f.Rules.MaxHolders = config.Count(5)
+		f.Now = func() time.Time { return time.Now().Add(-48 * time.Hour) } // a clock two days wrong
+	}
+	r.mustAdmit(r.fleet("a", "g", time.Minute, paced))
+	v := r.refused(r.fleet("b", "g", time.Minute, paced), RuleMinInterval)
+	if !v.Wait {
+		t.Fatal("pacing must wait, not refuse")
+	}
+	r.mustAdmit(r.fleet("c", "other", time.Minute, paced)) // another group is not paced by g
+	testsupport.Eventually(t, 10*time.Second, "the pacing lease to end", func() bool {
+		_, err := r.admit(r.fleet("b", "g", time.Minute, paced))
+		return err == nil
+	})
+	t.Run("rate", func(t *testing.T) {
+		r := newRig(t)
+		rate := func(f *Fleet) { f.Rules.MaxStartsPerHour = 2 }
+		r.mustAdmit(r.fleet("a", "g1", time.Minute, rate))
+		r.mustAdmit(r.fleet("b", "g2", time.Minute, rate))
+		v := r.refused(r.fleet("c", "g3", time.Minute, rate), RuleRate)
+		if !v.Wait || !strings.Contains(v.Reason, "2 reboots started") {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+}
+
+// A node of wave k waits for every lower wave's pending reboots, then for
+// wave_bake_sec after the last of them completed; a held or timed-out
+// lower-wave node does not stall it.
+func TestWaves(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	wave := func(w int) func(*Fleet) {
+		return func(f *Fleet) { f.Wave, f.Rules.MaxHolders, f.Rules.WaveBakeSec = w, config.Count(5), 3 }
+	}
+	canary := r.fleet("canary", "", time.Minute, wave(0))
+	r.record(canary, policy.StateNeedsReboot, true)
+	w1 := r.fleet("w1", "", time.Minute, wave(1))
+	v := r.refused(w1, RuleWave)
+	if !strings.Contains(v.Reason, "canary (wave 0") {
+		t.Fatalf("reason %q does not name the canary", v.Reason)
+	}
+	h := r.mustAdmit(canary)
+	r.refused(w1, RuleWave) // the canary's slot is in flight
+	x := Completion{Client: r.c, NS: r.ns, BootID: "boot-canary-2", WaveBakeSec: 3}
+	if _, err := x.Complete(ctx, NewClaim(canary, h.Leases, time.Now(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	r.record(canary, policy.StateIdle, false)
+	v = r.refused(w1, RuleWave)
+	if !strings.Contains(v.Reason, "wave_bake_sec") {
+		t.Fatalf("reason %q, want the bake time", v.Reason)
+	}
+	testsupport.Eventually(t, 10*time.Second, "the bake time to end", func() bool { _, err := r.admit(w1); return err == nil })
+
+	t.Run("held or timed out", func(t *testing.T) {
+		r := newRig(t)
+		old := time.Now().Add(-48 * time.Hour)
+		r.record(r.fleet("c1", "", time.Minute, wave(0)), policy.StateBlocked, true, func(n *policy.NodeRecord) { n.NeedsRebootSince = &old })
+		r.record(r.fleet("c2", "", time.Minute, wave(0)), policy.StateBlocked, true)
+		r.put(HoldKey(r.ns, "c2"), `{"reason":"disk","by":"op"}`, 0)
+		r.mustAdmit(r.fleet("w1", "", time.Minute, wave(1)))
+	})
+}
+
+// The operator's rules: the pause and the node's hold refuse; another
+// machine's slot under this name refuses, and never spins.
+func TestOperatorAndConflicts(t *testing.T) {
+	r := newRig(t)
+	a := r.fleet("a", "", time.Minute)
+	r.put(HoldKey(r.ns, "a"), `{"reason":"disk","by":"op"}`, 0)
+	v := r.refused(a, RuleHeld)
+	if exitcode.CodeOf(v.Err()) != exitcode.KillSwitch {
+		t.Errorf("held: code %d", exitcode.CodeOf(v.Err()))
+	}
+	r.put(PauseKey(r.ns), `{"reason":"freeze","by":"op"}`, 0)
+	r.refused(a, RulePaused)
+	_, _ = r.c.Delete(context.Background(), PauseKey(r.ns))
+	_, _ = r.c.Delete(context.Background(), HoldKey(r.ns, "a"))
+
+	// This machine's slot of an earlier boot (complete never ran).
+	earlier := r.fleet("a", "", time.Minute)
+	earlier.BootID = "boot-a-0"
+	r.mustAdmit(earlier)
+	v = r.refused(a, RuleConflict)
+	if !strings.Contains(v.Reason, "another boot's") || !strings.Contains(v.Reason, "etcdctl del") {
+		t.Errorf("reason %q does not say what to do", v.Reason)
+	}
+	t.Run("a FleetLock client with this node's name", func(t *testing.T) {
+		r := newRig(t)
+		fl := r.fleet("web1", "", time.Minute)
+		fl.BootID, fl.MachineID, fl.Via = "fleetlock:web1", "", ViaFleetLock
+		r.mustAdmit(fl)
+		v := r.refused(r.fleet("web1", "", time.Minute), RuleConflict)
+		if !strings.Contains(v.Reason, "FleetLock client") {
+			t.Errorf("reason %q", v.Reason)
+		}
+	})
+}
+
+// Under max_holders_total the nodes that waited longest go first, whatever
+// kind of node asks and however quickly.
+func TestFleetBudgetIsFair(t *testing.T) {
+	r := newRig(t)
+	total := func(f *Fleet) { f.Rules.MaxTotal = config.Count(1) }
+	first := r.mustAdmit(r.fleet("a", "g1", time.Minute, total))
+	// b (a FleetLock client, g2) asks first and leaves a ticket; c (g3)
+	// asks later.
+	b := r.fleet("b", "g2", time.Minute, total)
+	c := r.fleet("c", "g3", time.Minute, total)
+	ctx := context.Background()
+	ab := Admission{Fleet: b, TicketTTL: time.Minute}
+	if _, err := ab.Admit(ctx); err == nil {
+		t.Fatal("b admitted beside a")
+	}
+	ac := Admission{Fleet: c, TicketTTL: time.Minute}
+	if _, err := ac.Admit(ctx); err == nil {
+		t.Fatal("c admitted beside a")
+	}
+	if err := Abort(ctx, r.c, first.Leases); err != nil {
+		t.Fatal(err)
+	}
+	// c asks first now that there is room: b waited longer.
+	out, err := ac.Admit(ctx)
+	var ref *Refusal
+	if !errors.As(err, &ref) || ref.Rule != RuleMaxTotal || !strings.Contains(ref.Reason, "b (group g2)") {
+		t.Fatalf("c: %v (held %v), want to wait behind b", err, out.Held != nil)
+	}
+	if out, err := ab.Admit(ctx); err != nil || out.Held == nil {
+		t.Fatalf("b: %v, want its turn", err)
+	}
+	if r.exists(QueueDir(r.ns) + "b") {
+		t.Error("b's ticket outlived its take")
+	}
+}

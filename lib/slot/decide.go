@@ -1,0 +1,431 @@
+package slot
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// The rules of the admission, in the order Decide applies them
+// (docs/rollout.md, "The rules"). Each is also the Verdict's Rule when it
+// says no.
+const (
+	RuleConflict    = "conflict"
+	RulePaused      = "paused"
+	RuleHalted      = "halted"
+	RuleHeld        = "held"
+	RuleWave        = "wave"
+	RulePolicy      = "policy"
+	RuleMaxHolders  = "max_holders"
+	RuleMaxTotal    = "max_holders_total"
+	RuleMinInterval = "min_interval"
+	RuleRate        = "max_starts_per_hour"
+)
+
+// Rules lists every rule, in Decide's order.
+func Rules() []string {
+	return []string{RuleConflict, RulePaused, RuleHalted, RuleHeld, RuleWave, RulePolicy,
+		RuleMaxHolders, RuleMaxTotal, RuleMinInterval, RuleRate}
+}
+
+// Verdict is the admission's answer to one count.
+type Verdict struct {
+	// Admit: every rule allows the slot now.
+	Admit bool `json:"admit"`
+	// Wait, when not admitted: the rule will allow it later without anyone
+	// acting (a slot freed, a pacing record's lease ended); else the rule
+	// refuses until something changes (an operator, a lower wave, health).
+	Wait bool `json:"wait,omitempty"`
+	// Rule is the rule that said no, Reason one line saying why and what
+	// lets it go on.
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Code is the exit code of a refusal.
+	Code exitcode.Code `json:"-"`
+	// Rules are the effective rules: this entry point's and the live
+	// records' and slots', the strictest of each, percentages resolved.
+	Rules policy.Effective `json:"rules"`
+	// GroupNodes and FleetNodes are the node counts the percentages were
+	// resolved against.
+	GroupNodes int `json:"group_nodes"`
+	FleetNodes int `json:"fleet_nodes"`
+	// Policy is the built-in policies' decision on the count's view.
+	Policy *policy.Decision `json:"policy,omitempty"`
+	// Failures are the failures counted against the budget.
+	Failures []Failure `json:"failures,omitempty"`
+	// HaltNew: the budget is spent and no halt is recorded yet: the
+	// admission records it.
+	HaltNew bool `json:"-"`
+	// Ticket: this node waits for the fleet's budget and keeps a ticket.
+	Ticket bool `json:"-"`
+	// Marks are the pacing records a paced node waits for (Until from
+	// their leases).
+	Marks []Mark `json:"-"`
+	// Until is when the wait ends by itself (zero: on the next change).
+	Until time.Time `json:"until,omitzero"`
+}
+
+// Refusal is a verdict that is not an admission, as an error: its Rule,
+// and the error with the exit code (exitcode.CodeOf finds it).
+type Refusal struct {
+	Verdict
+	err error
+}
+
+func (r *Refusal) Error() string { return r.err.Error() }
+func (r *Refusal) Unwrap() error { return r.err }
+
+// Err is the verdict as an error (nil when admitted).
+func (v Verdict) Err() error {
+	if v.Admit {
+		return nil
+	}
+	code := v.Code
+	if code == 0 {
+		code = exitcode.HealthBlocked
+	}
+	return &Refusal{Verdict: v, err: exitcode.Errorf(code, "%s", v.Reason)}
+}
+
+func refuse(v Verdict, rule string, code exitcode.Code, format string, args ...any) Verdict {
+	v.Rule, v.Code, v.Reason = rule, code, fmt.Sprintf(format, args...)
+	return v
+}
+
+func wait(v Verdict, rule, format string, args ...any) Verdict {
+	v.Wait = true
+	return refuse(v, rule, exitcode.HealthBlocked, format, args...)
+}
+
+// Decide applies every rule to the count, in the order of Rules(): the
+// first that says no decides. It is a pure function of the count, this
+// node's Fleet and its clock.
+func (f Fleet) Decide(c Count) Verdict {
+	v := Verdict{}
+	v.GroupNodes, v.FleetNodes = f.scopes(c)
+	v.Rules = f.effective(c, v.GroupNodes, v.FleetNodes)
+	if c.Problem != nil {
+		return refuse(v, RuleConflict, exitcode.Config, "%s", strings.TrimPrefix(c.Problem.Error(), "slot: "))
+	}
+	if msg := f.mineConflict(c); msg != "" {
+		return refuse(v, RuleConflict, exitcode.Config, "%s", msg)
+	}
+	if p := c.View.Paused; p != nil {
+		return refuse(v, RulePaused, exitcode.KillSwitch, "reboots are paused cluster-wide (%s, by %s since %s): run `clusterrebootd resume` to allow them",
+			p.Reason, p.By, stamp(p.Since))
+	}
+	if v = f.halted(c, v); v.Rule != "" {
+		return v
+	}
+	if h := c.Hold; h != nil {
+		return refuse(v, RuleHeld, exitcode.KillSwitch, "node %s is held (%s, by %s since %s); nothing was rebooted: run `clusterrebootd release-hold %s` to allow its reboot",
+			f.Node, h.Reason, h.By, stamp(h.Since), f.Node)
+	}
+	if v = f.waves(c, v); v.Rule != "" {
+		return v
+	}
+	d := policy.Evaluate(c.View, f.Node, f.Policies)
+	v.Policy = &d
+	if !d.Allowed {
+		return refuse(v, RulePolicy, exitcode.HealthBlocked, "policy %s: %s", d.Rule, d.Reason)
+	}
+	if len(c.Members) > v.Rules.MaxHolders {
+		return wait(v, RuleMaxHolders, "other nodes of %s are rebooting (%s; max_holders %d%s)",
+			groupName(f.Group), describe(c.Members[1:]), v.Rules.MaxHolders, percentOf(f.Rules.MaxHolders, v.GroupNodes))
+	}
+	if v = f.fleetBudget(c, v); v.Rule != "" {
+		return v
+	}
+	if v = f.pacing(c, v); v.Rule != "" {
+		return v
+	}
+	v.Admit = true
+	return v
+}
+
+// scopes counts the nodes known in this node's group and in the fleet: the
+// health records and the slots, this node included.
+func (f Fleet) scopes(c Count) (group, fleet int) {
+	inGroup, all := map[string]bool{f.Node: true}, map[string]bool{f.Node: true}
+	for _, r := range c.View.Nodes {
+		all[r.Node] = true
+		if r.Group == f.Group {
+			inGroup[r.Node] = true
+		}
+	}
+	for _, s := range c.Slots {
+		all[s.Node] = true
+		if s.Counts(f.Lock, f.Group) {
+			inGroup[s.Node] = true
+		}
+	}
+	return len(inGroup), len(all)
+}
+
+// effective is the strictest of this entry point's rules and those the
+// live records and slots carry (docs/rollout.md, "Whose rules").
+func (f Fleet) effective(c Count, groupNodes, fleetNodes int) policy.Effective {
+	e := f.Rules.Resolve(groupNodes, fleetNodes)
+	for _, r := range c.View.Nodes {
+		if r.Rules != nil && r.Node != f.Node {
+			e = e.Stricter(r.Rules.Resolve(groupNodes, fleetNodes), r.Group == f.Group)
+		}
+	}
+	for _, s := range c.Slots {
+		if s.Rules != nil {
+			e = e.Stricter(s.Rules.Resolve(groupNodes, fleetNodes), s.Counts(f.Lock, f.Group))
+		}
+	}
+	// The numbers older slots and the line's seats carry.
+	if c.SeatMax > 0 && c.SeatMax < e.MaxHolders {
+		e.MaxHolders = c.SeatMax
+	}
+	if c.SlotMax > 0 && c.SlotMax < e.MaxHolders {
+		e.MaxHolders = c.SlotMax
+	}
+	e.MaxTotal = smallestOn(e.MaxTotal, c.SlotMaxTotal)
+	e.MaxHolders = max(1, e.MaxHolders)
+	return e
+}
+
+// mineConflict names a slot under this node's name that is not this
+// boot's: it counts as another machine's, and taking it would be refused
+// for as long as it lives.
+func (f Fleet) mineConflict(c Count) string {
+	m := c.Mine
+	if m == nil || (m.Bound && m.BootID == f.BootID && f.BootID != "" && m.Lock == f.Lock && m.Group == f.Group) {
+		return ""
+	}
+	ttl := fmt.Sprintf("it expires with its lease (reboot_slot_ttl_sec, taken %s)", stamp(m.Since))
+	switch {
+	case !m.Bound:
+		return fmt.Sprintf("the reboot slot %s holds a value that names no lock or group (an older version's or a foreign writer's); %s, or delete it after checking: etcdctl del %s", m.Key, ttl, m.Key)
+	case m.Lock == f.Lock && m.Group != f.Group:
+		return fmt.Sprintf("the reboot slot %s is held in group %q, this node's group is %q: every node needs a unique name across groups; %s", m.Key, m.Group, f.Group, ttl)
+	case strings.HasPrefix(m.BootID, "fleetlock:") && !strings.HasPrefix(f.BootID, "fleetlock:"):
+		return fmt.Sprintf("the reboot slot %s is a FleetLock client's with this node's name (id %s): give the client another id; %s", m.Key, strings.TrimPrefix(m.BootID, "fleetlock:"), ttl)
+	case m.MachineID != "" && m.MachineID == f.MachineID:
+		return fmt.Sprintf("the reboot slot %s has this machine's id but another boot's (%s): this machine's earlier reboot that was never completed (run `crd-lock complete` here if state_dir holds its claim), or another machine cloned with the same /etc/machine-id and name; %s, or delete it after checking: etcdctl del %s",
+			m.Key, orUnknown(m.BootID), ttl, m.Key)
+	}
+	return fmt.Sprintf("the reboot slot %s is held by another machine named %s (boot id %s): every node needs a unique name; %s", m.Key, f.Node, orUnknown(m.BootID), ttl)
+}
+
+// halted is the failure budget: a recorded halt, or failures in the window
+// that reach max_failures, in this node's scope.
+func (f Fleet) halted(c Count, v Verdict) Verdict {
+	e := v.Rules
+	r := c.Rollout
+	v.Failures = f.Failures(c, e)
+	if h := r.Halt; h != nil && (h.Scope != config.ScopeGroup || h.Group == f.Group) {
+		return refuse(v, RuleHalted, exitcode.KillSwitch, "the rollout halted itself: %s (since %s): look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", h.Reason, stamp(h.Since))
+	}
+	if e.MaxFailures == 0 || len(v.Failures) < e.MaxFailures {
+		return v
+	}
+	v.HaltNew = true
+	return refuse(v, RuleHalted, exitcode.KillSwitch, "the rollout halted itself: %s: look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", HaltReason(v.Failures, e))
+}
+
+// HaltReason is the halt's one line: the budget and every failed node with
+// its kind.
+func HaltReason(fs []Failure, e policy.Effective) string {
+	parts := make([]string, 0, len(fs))
+	for _, x := range fs {
+		parts = append(parts, fmt.Sprintf("%s (%s: %s)", x.Node, x.Kind, x.Detail))
+	}
+	scope := "the fleet"
+	if e.FailureScope == config.ScopeGroup && len(fs) > 0 {
+		scope = groupName(fs[0].Group)
+	}
+	return fmt.Sprintf("%d failure(s) in %s within %s reached max_failures %d: %s", len(fs), scope, time.Duration(e.FailureWindowSec)*time.Second, e.MaxFailures, strings.Join(parts, "; "))
+}
+
+// Failures are the failures counting against this node's budget: failure
+// records and in-flight records without their slot, created after the
+// last resume, of this node's scope, one per node (the first).
+func (f Fleet) Failures(c Count, e policy.Effective) []Failure {
+	ackRev := int64(0)
+	if c.Rollout.Ack != nil {
+		ackRev = c.Rollout.Ack.Revision
+	}
+	slots := map[string]int64{}
+	for _, s := range c.Slots {
+		slots[s.Node] = s.Lease
+	}
+	live := map[string]string{} // node -> boot id of its live record
+	for _, r := range c.View.Nodes {
+		live[r.Node] = r.BootID
+	}
+	var all []Failure
+	for _, x := range c.Rollout.Failures {
+		if x.CreateRevision > ackRev {
+			all = append(all, x)
+		}
+	}
+	for _, in := range c.Rollout.Inflight {
+		if in.CreateRevision <= ackRev {
+			continue
+		}
+		if lease, ok := slots[in.Node]; ok && fmt.Sprintf("%x", lease) == in.Lease {
+			continue // still in its slot
+		}
+		if b, ok := live[in.Node]; ok && b != "" && b == in.BootID {
+			continue // its node never went down: its own daemon decides
+		}
+		at := in.Since.Add(time.Duration(in.TTLSec) * time.Second)
+		all = append(all, Failure{Node: in.Node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: at, Key: in.Key, CreateRevision: in.CreateRevision,
+			Detail: fmt.Sprintf("its reboot slot (taken %s by the %s, reboot_slot_ttl_sec %d) ran out before it completed", stamp(in.Since), orUnknown(in.Via), in.TTLSec)})
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].CreateRevision < all[j].CreateRevision })
+	seen := map[string]bool{}
+	out := []Failure{}
+	for _, x := range all {
+		if seen[x.Node] || (e.FailureScope == config.ScopeGroup && x.Group != f.Group) {
+			continue
+		}
+		seen[x.Node] = true
+		out = append(out, x)
+	}
+	return out
+}
+
+// waves: a node of wave k waits for every lower wave (docs/rollout.md,
+// "Waves and canaries").
+func (f Fleet) waves(c Count, v Verdict) Verdict {
+	if f.Wave == 0 {
+		return v
+	}
+	now := f.now()
+	timeout := time.Duration(v.Rules.WaveTimeoutSec) * time.Second
+	held := map[string]bool{}
+	for _, h := range c.View.Holds {
+		held[h.Node] = true
+	}
+	var pending, timedOut []string
+	for _, r := range c.View.Nodes {
+		if r.Wave >= f.Wave || r.Node == f.Node || held[r.Node] {
+			continue
+		}
+		busy := r.RebootRequired || r.State == policy.StateRebooting || r.State == policy.StatePostReboot
+		if !busy {
+			continue
+		}
+		if r.NeedsRebootSince != nil && timeout > 0 && now.Sub(*r.NeedsRebootSince) > timeout && r.State != policy.StateRebooting && r.State != policy.StatePostReboot {
+			timedOut = append(timedOut, fmt.Sprintf("%s (wave %d, since %s)", r.Node, r.Wave, stamp(*r.NeedsRebootSince)))
+			continue
+		}
+		pending = append(pending, fmt.Sprintf("%s (wave %d, %s)", r.Node, r.Wave, r.State))
+	}
+	for _, s := range c.Slots {
+		if s.Wave < f.Wave && s.Node != f.Node {
+			pending = append(pending, fmt.Sprintf("%s (wave %d, rebooting)", s.Node, s.Wave))
+		}
+	}
+	sort.Strings(pending)
+	if len(pending) > 0 {
+		more := ""
+		if len(timedOut) > 0 {
+			more = "; no longer waited for (longer than wave_timeout_sec): " + strings.Join(timedOut, ", ")
+		}
+		return refuse(v, RuleWave, exitcode.HealthBlocked, "wave %d waits for the lower waves: %s still need their reboot%s", f.Wave, strings.Join(pending, ", "), more)
+	}
+	for _, m := range c.Rollout.WaveDone {
+		if m.Wave < f.Wave {
+			v.Marks = append(v.Marks, m)
+		}
+	}
+	if len(v.Marks) > 0 {
+		return refuse(v, RuleWave, exitcode.HealthBlocked, "wave %d waits wave_bake_sec (%d s) after the lower waves' last completion (%s, wave %d, at %s)",
+			f.Wave, v.Rules.WaveBakeSec, v.Marks[0].Node, v.Marks[0].Wave, stamp(v.Marks[0].Since))
+	}
+	return v
+}
+
+// fleetBudget is max_holders_total, with the fleet's line: the nodes that
+// waited for it longer go first.
+func (f Fleet) fleetBudget(c Count, v Verdict) Verdict {
+	limit := v.Rules.MaxTotal
+	if limit == 0 {
+		return v
+	}
+	free := limit - (len(c.Total) - 1)
+	var mine *Ticket
+	for i := range c.Tickets {
+		if c.Tickets[i].Node == f.Node {
+			mine = &c.Tickets[i]
+		}
+	}
+	var ahead []string
+	for _, t := range c.Tickets {
+		if t.Node != f.Node && (mine == nil || t.CreateRevision < mine.CreateRevision) {
+			ahead = append(ahead, fmt.Sprintf("%s (%s)", t.Node, groupName(t.Group)))
+		}
+	}
+	pct := percentOf(f.Rules.MaxTotal, v.FleetNodes)
+	switch {
+	case free <= 0:
+		v.Ticket = true
+		return wait(v, RuleMaxTotal, "%d nodes are rebooting across the fleet (%s; max_holders_total %d%s)",
+			len(c.Total)-1, describe(c.Total[1:]), limit, pct)
+	case len(ahead) >= free:
+		v.Ticket = true
+		return wait(v, RuleMaxTotal, "the fleet's budget (max_holders_total %d%s) has room for %d, and %d node(s) waited for it longer: %s",
+			limit, pct, free, len(ahead), strings.Join(ahead, ", "))
+	}
+	return v
+}
+
+// pacing is min_interval_sec per group and max_starts_per_hour for the
+// fleet, both timed by the leases of their records.
+func (f Fleet) pacing(c Count, v Verdict) Verdict {
+	if v.Rules.MinIntervalSec > 0 {
+		for _, m := range c.Rollout.Paced {
+			if m.Group == f.Group {
+				v.Marks = append(v.Marks, m)
+			}
+		}
+		if len(v.Marks) > 0 {
+			return wait(v, RuleMinInterval, "a reboot of %s started at %s (%s); min_interval_sec is %d", groupName(f.Group), stamp(v.Marks[0].Since), v.Marks[0].Node, v.Rules.MinIntervalSec)
+		}
+	}
+	if rate := v.Rules.MaxStartsPerHour; rate > 0 && len(c.Rollout.Starts) >= rate {
+		v.Marks = append(v.Marks, c.Rollout.Starts...)
+		return wait(v, RuleRate, "%d reboots started across the fleet within the last hour; max_starts_per_hour is %d", len(c.Rollout.Starts), rate)
+	}
+	return v
+}
+
+func groupName(g string) string {
+	if g == "" {
+		return "the ungrouped fleet"
+	}
+	return "group " + g
+}
+
+func percentOf(b config.Budget, nodes int) string {
+	if b.Percent == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" = %d%% of %d nodes", b.Percent, nodes)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "an unknown time"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func describe(ms []Member) string {
+	parts := make([]string, 0, len(ms))
+	for _, m := range ms {
+		parts = append(parts, fmt.Sprintf("%s(%s)", m.Node, m.Via))
+	}
+	return strings.Join(parts, ",")
+}
