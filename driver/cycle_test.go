@@ -133,7 +133,7 @@ func TestRunOnce(t *testing.T) {
 			if err := WriteHistory(w.stateDir, h); err != nil {
 				panic(err)
 			}
-		}, action: ActionBlocked, reason: ReasonRebootLoop, code: exitcode.RebootLoop, step: 2, detail: "2 reboots in the last 24 hours"},
+		}, action: ActionBlocked, reason: ReasonRebootLoop, code: exitcode.RebootLoop, step: 2, detail: "2 reboots in the last 24 hours", children: []string{StepFailure}},
 		{name: "old reboots do not count", setup: func(w *world, cfg *config.Config, _ *Driver) {
 			h := History{Reboots: []HistoryEntry{{At: testNow.Add(-30 * time.Hour), BootID: "a"}, {At: testNow.Add(-time.Hour), BootID: "b"}}}
 			if err := WriteHistory(w.stateDir, h); err != nil {

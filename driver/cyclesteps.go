@@ -85,7 +85,7 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 			fired += " (" + r.Detail + ")"
 		}
 	}
-	if blocked, detail := d.loopCheck(cfg, now, mode); blocked {
+	if blocked, detail := d.loopCheck(ctx, cfg, now, mode); blocked {
 		out.block(2, "detect", ReasonRebootLoop, detail)
 		return true
 	}

@@ -32,7 +32,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 	}
 	now := d.deps.Now()
 	if m.BootID == boot {
-		return d.rebootPending(cfg, mode, m, boot, now, out)
+		return d.rebootPending(ctx, cfg, mode, m, boot, now, out)
 	}
 
 	// A coordinated reboot completed: finish it, step by step in the order
@@ -94,7 +94,7 @@ func (d *Driver) record(cfg config.Config, e HistoryEntry, now time.Time) error 
 	return WriteHistory(cfg.StateDir, h)
 }
 
-func (d *Driver) setBlock(cfg config.Config, detail string, now time.Time) error {
+func (d *Driver) setBlock(ctx context.Context, cfg config.Config, detail string, now time.Time) error {
 	h, err := ReadHistory(cfg.StateDir)
 	if err != nil {
 		return err
@@ -102,13 +102,16 @@ func (d *Driver) setBlock(cfg config.Config, detail string, now time.Time) error
 	if h.Block == nil {
 		h.Block = &LoopBlock{Since: now.UTC(), Detail: detail}
 		d.log.Error("reboot loop: this node is blocked until an operator clears it", "event", "reboot_loop", "detail", detail)
+		// A reboot loop is a failure of the rollout too: a bad update may
+		// reboot a node over and over.
+		d.recordFailure(ctx, cfg, "reboot_loop", detail, now)
 	}
 	return WriteHistory(cfg.StateDir, h)
 }
 
 // loopCheck is the reboot-loop guard of step 2: a block recorded earlier,
 // or max_reboots_per_day reached.
-func (d *Driver) loopCheck(cfg config.Config, now time.Time, mode Mode) (bool, string) {
+func (d *Driver) loopCheck(ctx context.Context, cfg config.Config, now time.Time, mode Mode) (bool, string) {
 	h, err := ReadHistory(cfg.StateDir)
 	if err != nil {
 		return true, err.Error()
@@ -119,7 +122,7 @@ func (d *Driver) loopCheck(cfg config.Config, now time.Time, mode Mode) (bool, s
 	if n := h.InLastDay(now); n >= cfg.MaxRebootsPerDay {
 		detail := fmt.Sprintf("%d reboots in the last 24 hours, max_reboots_per_day is %d", n, cfg.MaxRebootsPerDay)
 		if !mode.Simulate {
-			if err := d.setBlock(cfg, detail, now); err != nil {
+			if err := d.setBlock(ctx, cfg, detail, now); err != nil {
 				detail += "; " + err.Error()
 			}
 		}
@@ -206,6 +209,22 @@ func (d *Driver) keepSlot(ctx context.Context, cfg config.Config) {
 		}
 		d.log.Warn("cannot renew the reboot slot while the post-reboot checks fail; it frees itself when its lease runs out",
 			"event", "slot_keep_failed", "error", detail)
+	}
+}
+
+// recordFailure records a failure of this node against the rollout's
+// failure budget through the child (step failure), best effort: a failure
+// that cannot be recorded is logged, and a reboot that did not complete in
+// time is seen anyway from its in-flight record.
+func (d *Driver) recordFailure(ctx context.Context, cfg config.Config, kind, detail string, since time.Time) {
+	var res FailureResult
+	code, err := d.deps.Child.Run(ctx, StepFailure, FailureArgs{Kind: kind, Detail: detail, Since: since}.Args(), cfg, &res)
+	if err != nil || code != exitcode.OK {
+		why := res.Error
+		if err != nil {
+			why = err.Error()
+		}
+		d.log.Warn("cannot record the failure against the rollout's failure budget", "event", "failure_record_failed", "kind", kind, "error", why)
 	}
 }
 

@@ -90,7 +90,11 @@ func TestPostReboot(t *testing.T) {
 		}, reason: ReasonEtcd, markerLeft: true, children: []string{StepComplete}},
 		{name: "still needed after the reboot: reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
-		}, reason: ReasonRebootLoop, markerLeft: true, children: []string{"complete --keep"}, check: func(t *testing.T, w *world) {
+		}, reason: ReasonRebootLoop, markerLeft: true, children: []string{
+			// A reboot loop is a failure of the rollout: recorded once, when
+			// the loop is found.
+			"failure --kind reboot_loop --detail the node still needs a reboot after the coordinated reboot requested at 2026-11-29T02:54:00Z --since 2026-11-29T02:59:00Z",
+			"complete --keep"}, check: func(t *testing.T, w *world) {
 			if h, _ := ReadHistory(w.stateDir); h.Block == nil {
 				t.Error("no block recorded")
 			}
@@ -101,12 +105,15 @@ func TestPostReboot(t *testing.T) {
 		{name: "reboot that never happened", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-2", testNow.Add(-time.Hour))
 			w.detect.required = false
-		}, check: func(t *testing.T, w *world) {
-			h, _ := ReadHistory(w.stateDir)
-			if len(h.Reboots) != 1 || h.Reboots[0].Rebooted {
-				t.Errorf("history %+v", h)
-			}
-		}},
+		}, children: []string{
+			// A failure of the rollout: the command did not take the node down.
+			"failure --kind reboot_command --detail its reboot command () ran at 2026-11-29T01:59:00Z, but the machine did not go down within reboot_slot_ttl_sec (1800 s) --since 2026-11-29T01:59:00Z"},
+			check: func(t *testing.T, w *world) {
+				h, _ := ReadHistory(w.stateDir)
+				if len(h.Reboots) != 1 || h.Reboots[0].Rebooted {
+					t.Errorf("history %+v", h)
+				}
+			}},
 		{name: "simulate changes nothing", mode: Mode{Simulate: true}, setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/true"}}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -17,7 +18,7 @@ import (
 // requested and has not happened (yet). Within the slot's TTL the node
 // waits for it to go down; after that the marker is stale and removed. It
 // reports whether the cycle stops here.
-func (d *Driver) rebootPending(cfg config.Config, mode Mode, m reboot.Marker, boot string, now time.Time, out *Outcome) bool {
+func (d *Driver) rebootPending(ctx context.Context, cfg config.Config, mode Mode, m reboot.Marker, boot string, now time.Time, out *Outcome) bool {
 	const name = "post_reboot"
 	slotTTL := time.Duration(cfg.RebootSlotTTLSec) * time.Second
 	if now.Sub(m.RequestedAt) < slotTTL {
@@ -38,6 +39,8 @@ func (d *Driver) rebootPending(cfg config.Config, mode Mode, m reboot.Marker, bo
 		out.block(0, name, ReasonPostReboot, stateDirError(err))
 		return true
 	}
+	d.recordFailure(ctx, cfg, "reboot_command", fmt.Sprintf("its reboot command (%s) ran at %s, but the machine did not go down within reboot_slot_ttl_sec (%d s)",
+		strings.Join(m.Command, " "), m.RequestedAt.UTC().Format(time.RFC3339), cfg.RebootSlotTTLSec), m.RequestedAt)
 	if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
 		out.block(0, name, ReasonPostReboot, err.Error())
 		return true
@@ -143,7 +146,7 @@ func (p *postRun) detectorQuiet() bool {
 	if rep.RebootRequired {
 		detail := fmt.Sprintf("the node still needs a reboot after the coordinated reboot requested at %s", p.m.RequestedAt.UTC().Format(time.RFC3339))
 		if !p.mode.Simulate {
-			if err := p.d.setBlock(p.cfg, detail, p.now); err != nil {
+			if err := p.d.setBlock(p.ctx, p.cfg, detail, p.now); err != nil {
 				detail += "; " + err.Error()
 			}
 		}

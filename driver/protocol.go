@@ -53,6 +53,10 @@ const (
 	// StepCheckNotifications asks shoutrrr whether it can use every
 	// notifications.urls entry, sending nothing (notifycheck.go).
 	StepCheckNotifications = "check-notifications"
+	// StepFailure records a failure of this node against the rollout's
+	// failure budget (docs/rollout.md): a reboot command that did not take
+	// the node down, a reboot loop.
+	StepFailure = "failure"
 )
 
 // LockHoldingFile, in run_dir, exists while this node's cycle step holds a
@@ -62,7 +66,7 @@ const LockHoldingFile = "lock-holding"
 
 // Steps lists every step name.
 func Steps() []string {
-	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepAlerts, StepCheckNotifications}
+	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepAlerts, StepCheckNotifications, StepFailure}
 }
 
 // Reason tokens: why a cycle did not reboot (or what happened). They appear
@@ -273,23 +277,36 @@ func (a CycleArgs) Args() []string {
 	return args
 }
 
-// PauseArgs are the flags of `crd-lock step pause`.
+// PauseArgs are the flags of `crd-lock step pause` and `step resume`.
 type PauseArgs struct {
+	// Reason is why reboots are paused, or why a halted rollout may go on
+	// (resume; required while halted).
 	Reason string
 }
 
 // Register adds the pause flags to fs.
 func (a *PauseArgs) Register(fs *flag.FlagSet) {
-	fs.StringVar(&a.Reason, "reason", "", "why reboots are paused (`text`, required)")
+	fs.StringVar(&a.Reason, "reason", "", "why reboots are paused, or why a halted rollout may go on (`text`)")
 }
 
 // Args renders the flags.
-func (a PauseArgs) Args() []string { return []string{"--reason", a.Reason} }
+func (a PauseArgs) Args() []string {
+	if a.Reason == "" {
+		return nil
+	}
+	return []string{"--reason", a.Reason}
+}
 
 // OverrideArgs are the flags of `crd-lock step hold|release-hold|request`.
 type OverrideArgs struct {
 	Node   string
 	Reason string
+	// Force holds or requests a node nothing in etcd knows (no record, no
+	// slot): without it that is refused, as a typo would be.
+	Force bool
+	// Now makes a request an emergency reboot: outside the node's windows,
+	// through every other rule (request only).
+	Now bool
 }
 
 // Register adds the override flags to fs.
@@ -297,6 +314,8 @@ func (a *OverrideArgs) Register(fs *flag.FlagSet, withReason bool) {
 	fs.StringVar(&a.Node, "node", "", "the node held, released or asked to reboot (`name`, required)")
 	if withReason {
 		fs.StringVar(&a.Reason, "reason", "", "why (`text`, required; shown in status and logs)")
+		fs.BoolVar(&a.Force, "force", false, "also for a node nothing in etcd knows (no health record, no slot)")
+		fs.BoolVar(&a.Now, "now", false, "request only: an emergency reboot, outside the node's windows")
 	}
 }
 
@@ -305,6 +324,12 @@ func (a OverrideArgs) Args() []string {
 	args := []string{"--node", a.Node}
 	if a.Reason != "" {
 		args = append(args, "--reason", a.Reason)
+	}
+	if a.Force {
+		args = append(args, "--force")
+	}
+	if a.Now {
+		args = append(args, "--now")
 	}
 	return args
 }
@@ -321,6 +346,22 @@ type OverrideResult struct {
 	Request *policy.Override `json:"request,omitempty"`
 	// Changed is false when the key was already in the requested state.
 	Changed bool `json:"changed"`
+}
+
+// RolloutResume is a halted rollout resumed: the failures acknowledged and
+// who, when, why (docs/rollout.md, "Resuming").
+type RolloutResume struct {
+	// Halted was the recorded halt's reason ("" when only failures were
+	// counted, not yet recorded as a halt).
+	Halted string `json:"halted,omitempty"`
+	// Failures are the failed nodes and kinds acknowledged ("node (kind)").
+	Failures []string  `json:"failures"`
+	By       string    `json:"by"`
+	Reason   string    `json:"reason"`
+	Since    time.Time `json:"since"`
+	// Revision is the etcd revision of the acknowledgement: failures
+	// recorded at or before it no longer count.
+	Revision int64 `json:"revision"`
 }
 
 // ServeMetricsArgs are the flags of `crd-lock step serve-metrics`.
@@ -460,6 +501,41 @@ func (a CompleteArgs) Args() []string {
 	return nil
 }
 
+// FailureArgs are the flags of `crd-lock step failure`.
+type FailureArgs struct {
+	// Kind is reboot_command or reboot_loop (lib/slot's failure kinds).
+	Kind string
+	// Detail says what happened, one line.
+	Detail string
+	// Since is when it began (the reboot request, the loop's block): one
+	// failure record per node, kind and Since.
+	Since time.Time
+}
+
+// Register adds the failure flags to fs.
+func (a *FailureArgs) Register(fs *flag.FlagSet) {
+	fs.StringVar(&a.Kind, "kind", "", "the failure's `kind`: reboot_command or reboot_loop")
+	fs.StringVar(&a.Detail, "detail", "", "what happened (`text`)")
+	fs.Func("since", "`time` (RFC 3339) it began", func(s string) error {
+		t, err := time.Parse(time.RFC3339, s)
+		a.Since = t
+		return err
+	})
+}
+
+// Args renders the flags.
+func (a FailureArgs) Args() []string {
+	return []string{"--kind", a.Kind, "--detail", a.Detail, "--since", a.Since.UTC().Format(time.RFC3339)}
+}
+
+// FailureResult is the JSON of `step failure`.
+type FailureResult struct {
+	report.Header
+	// Recorded is false when this failure was recorded before.
+	Recorded bool   `json:"recorded"`
+	Key      string `json:"key,omitempty"`
+}
+
 // CompleteResult is the JSON of `step complete`.
 type CompleteResult struct {
 	report.Header
@@ -499,6 +575,63 @@ type StatusResult struct {
 	report.Header
 	View policy.View `json:"view"`
 	Lock LockStatus  `json:"lock"`
+	// Rollout is the failure budget, pacing and the admission as this
+	// node would meet it now (docs/rollout.md).
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus is the rollout at a glance.
+type RolloutStatus struct {
+	// Halted is the halt in effect (nil: none), with the failures it named.
+	Halted *RolloutHalt `json:"halted"`
+	// Failures are the failures the budget counts now, one per node.
+	Failures []RolloutFailure `json:"failures"`
+	// MaxFailures is the effective failure budget (0: off), in Scope
+	// ("fleet" or "group") within FailureWindowSec.
+	MaxFailures      int    `json:"max_failures"`
+	FailureWindowSec int    `json:"failure_window_sec"`
+	Scope            string `json:"scope"`
+	// LastResume is the last operator's resume of a halt (nil: none).
+	LastResume *RolloutResume `json:"last_resume,omitempty"`
+	// MaxHolders and MaxTotal are the effective budgets for this node's
+	// group and the fleet, GroupNodes and FleetNodes what percentages
+	// were resolved against.
+	MaxHolders int `json:"max_holders"`
+	MaxTotal   int `json:"max_holders_total"`
+	GroupNodes int `json:"group_nodes"`
+	FleetNodes int `json:"fleet_nodes"`
+	// StartsLastHour are the reboots started within the last hour.
+	StartsLastHour int `json:"starts_last_hour"`
+	// Next is what the admission would answer this node now: "admit", or
+	// the rule that says no, with its reason and, for a wait, until when.
+	Next RolloutNext `json:"next"`
+}
+
+// RolloutHalt is a recorded halt.
+type RolloutHalt struct {
+	Reason   string           `json:"reason"`
+	Since    time.Time        `json:"since"`
+	By       string           `json:"by"`
+	Failures []RolloutFailure `json:"failures"`
+}
+
+// RolloutFailure is one failure: the node, its group and wave, the kind and
+// what happened.
+type RolloutFailure struct {
+	Node   string    `json:"node"`
+	Group  string    `json:"group,omitempty"`
+	Wave   int       `json:"wave,omitempty"`
+	Kind   string    `json:"kind"`
+	Detail string    `json:"detail"`
+	At     time.Time `json:"at"`
+}
+
+// RolloutNext is the admission's answer to this node now.
+type RolloutNext struct {
+	Rule   string     `json:"rule"`
+	Reason string     `json:"reason,omitempty"`
+	Wait   bool       `json:"wait,omitempty"`
+	Until  *time.Time `json:"until,omitempty"`
 }
 
 // PauseResult is the JSON of `step pause` and `step resume`.
@@ -508,6 +641,9 @@ type PauseResult struct {
 	Paused *policy.Pause `json:"paused,omitempty"`
 	// Changed is false when the key was already in the requested state.
 	Changed bool `json:"changed"`
+	// Rollout is what resume did to a halted rollout (nil: it was not
+	// halted).
+	Rollout *RolloutResume `json:"rollout,omitempty"`
 	// Notifications are the notifications this step sent (or failed to).
 	Notifications *Notifications `json:"notifications,omitempty"`
 }

@@ -28,11 +28,44 @@ func checkOverride(step string, a driver.OverrideArgs, withReason bool) error {
 	return nil
 }
 
+// known refuses an override of a node nothing in etcd knows — no health
+// record, no reboot slot, no reboot in flight — unless --force: a typo
+// would hold or request nothing and say it did.
+func (s *session) known(ctx context.Context, step string, a driver.OverrideArgs) error {
+	if a.Force {
+		return nil
+	}
+	rctx, cancel := s.rpcCtx(ctx)
+	defer cancel()
+	count := clientv3.WithCountOnly()
+	resp, err := s.client.Txn(rctx).Then(
+		clientv3.OpGet(slot.RecordKey(s.ns, a.Node), count),
+		clientv3.OpGet(slot.Key(s.ns, a.Node), count),
+		clientv3.OpGet(slot.InflightKey(s.ns, a.Node), count),
+	).Commit()
+	if err != nil {
+		return s.etcdErr(ctx, "looking for node "+a.Node, err)
+	}
+	for _, r := range resp.Responses {
+		if r.GetResponseRange().Count > 0 {
+			return nil
+		}
+	}
+	return exitcode.Errorf(exitcode.Config, "crd-lock step %s: no node %q is known under %s (no health record, no reboot slot): check the name against clusterrebootd status, or give --force for a node that has not published yet", step, a.Node, s.ns)
+}
+
+// overrideValue is an override's value as written.
+type overrideValue struct {
+	policy.Pause
+	// Now: an emergency reboot request.
+	Now bool `json:"now,omitempty"`
+}
+
 // putOverride writes key unless it exists (an existing one keeps its
 // reason, author and time) and returns the override now in effect.
 func (s *session) putOverride(ctx context.Context, key string, a driver.OverrideArgs) (*policy.Override, bool, error) {
-	o := policy.Override{Node: a.Node, Pause: policy.Pause{Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}}
-	val, _ := json.Marshal(o.Pause)
+	o := policy.Override{Node: a.Node, Now: a.Now, Pause: policy.Pause{Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}}
+	val, _ := json.Marshal(overrideValue{Pause: o.Pause, Now: a.Now})
 	rctx, cancel := s.rpcCtx(ctx)
 	defer cancel()
 	resp, err := s.client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -43,7 +76,7 @@ func (s *session) putOverride(ctx context.Context, key string, a driver.Override
 	}
 	if !resp.Succeeded {
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			o.Pause, o.Revision = *parsePause(kvs[0].Value), kvs[0].ModRevision
+			o = slot.ParseOverrides(strings.TrimSuffix(key, a.Node), kvs)[0]
 		}
 	} else {
 		o.Revision = resp.Header.Revision
@@ -56,6 +89,12 @@ func (s *session) putOverride(ctx context.Context, key string, a driver.Override
 func (s *session) hold(ctx context.Context, a driver.OverrideArgs, res *driver.OverrideResult) error {
 	res.Target = a.Node
 	if err := checkOverride(driver.StepHold, a, true); err != nil {
+		return err
+	}
+	if a.Now {
+		return exitcode.Errorf(exitcode.Config, "crd-lock step hold: --now is for request only")
+	}
+	if err := s.known(ctx, driver.StepHold, a); err != nil {
 		return err
 	}
 	key := slot.HoldKey(s.ns, a.Node)
@@ -94,13 +133,16 @@ func (s *session) request(ctx context.Context, a driver.OverrideArgs, res *drive
 	if err := checkOverride(driver.StepRequest, a, true); err != nil {
 		return err
 	}
+	if err := s.known(ctx, driver.StepRequest, a); err != nil {
+		return err
+	}
 	key := slot.RequestKey(s.ns, a.Node)
 	o, changed, err := s.putOverride(ctx, key, a)
 	if err != nil {
 		return err
 	}
 	res.Request, res.Changed = o, changed
-	s.log.Info("reboot requested: the node reboots at its next chance", "event", "reboot_requested", "key", key, "target", a.Node, "changed", changed, "reason", o.Reason)
+	s.log.Info("reboot requested: the node reboots at its next chance", "event", "reboot_requested", "key", key, "target", a.Node, "changed", changed, "reason", o.Reason, "emergency", o.Now)
 	return nil
 }
 

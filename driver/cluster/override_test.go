@@ -34,7 +34,19 @@ func TestHoldAndReleaseHold(t *testing.T) {
 	b.cfg["max_holders"] = 2
 	a.cfg["max_holders"] = 2
 
-	o := b.run("hold", "--node", "node-a", "--reason", "disk replacement CHG-12")
+	// A node nothing in etcd knows is refused, as a typo would be; --force
+	// holds it anyway.
+	o := b.run("hold", "--node", "node-aa", "--reason", "disk")
+	if o.code != exitcode.Config || !strings.Contains(o.str("error"), `no node "node-aa" is known`) || keyExists(t, c, "/t/"+ns+"/holds/node-aa") {
+		t.Fatalf("hold of an unknown node = %d %s, want 2 and nothing held", o.code, o.stdout)
+	}
+	if o = b.run("hold", "--node", "node-aa", "--reason", "disk", "--force"); o.code != exitcode.OK || o.json["changed"] != true {
+		t.Fatalf("hold --force = %d %s", o.code, o.stdout)
+	}
+	if o = a.run("publish", "--state", "idle"); o.code != exitcode.OK {
+		t.Fatalf("publish = %d %s", o.code, o.stdout)
+	}
+	o = b.run("hold", "--node", "node-a", "--reason", "disk replacement CHG-12")
 	if o.code != exitcode.OK || o.json["changed"] != true {
 		t.Fatalf("hold = %d %s", o.code, o.stdout)
 	}
@@ -96,8 +108,14 @@ func TestRequestRebootsAndIsConsumed(t *testing.T) {
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
 	n.boot = "boot-1"
 	os.Remove(n.needed)
-	if o := n.run("request", "--node", "node-b", "--reason", "other"); o.code != exitcode.OK {
-		t.Fatalf("request = %d %s", o.code, o.stdout)
+	if o := n.run("request", "--node", "node-b", "--reason", "other"); o.code != exitcode.Config {
+		t.Fatalf("request of a node nothing knows = %d %s, want 2", o.code, o.stdout)
+	}
+	if o := n.run("request", "--node", "node-b", "--reason", "other", "--force"); o.code != exitcode.OK {
+		t.Fatalf("request --force = %d %s", o.code, o.stdout)
+	}
+	if o := n.run("publish", "--state", "idle"); o.code != exitcode.OK {
+		t.Fatalf("publish = %d %s", o.code, o.stdout)
 	}
 	if o := n.run("cycle"); o.code != exitcode.No || o.str("reason") != driver.ReasonNotNeeded {
 		t.Fatalf("cycle with another node's request = %d %s, want 1 not_needed", o.code, o.stdout)

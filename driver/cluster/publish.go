@@ -290,6 +290,7 @@ func (s *session) keepSlot(ctx context.Context, res *driver.CompleteResult) erro
 		return s.etcdErr(ctx, "renewing the reboot slot "+cl.Key, err)
 	}
 	res.Kept = true
+	s.postRebootOverdue(ctx, cl)
 	s.keepSilences(ctx, cl.LeaseID(), res)
 	s.log.Info("reboot slot kept while the post-reboot checks run or fail", "event", "slot_kept", "key", cl.Key, "ttl_sec", ttl)
 	return nil
@@ -309,7 +310,50 @@ func (s *session) status(ctx context.Context, res *driver.StatusResult) error {
 		return err
 	}
 	res.Lock = driver.LockStatus{Key: info.Key, Revision: info.Revision, Holders: lockEntries(info.Holders), Waiters: lockEntries(info.Waiters)}
+	ro, err := s.rolloutStatus(ctx)
+	if err != nil {
+		return err
+	}
+	res.Rollout = ro
 	return nil
+}
+
+// rolloutStatus is the rollout as the admission sees it for this node now
+// (lib/slot Count and Decide: the same read and rules, nothing written).
+func (s *session) rolloutStatus(ctx context.Context) (*driver.RolloutStatus, error) {
+	bootID, machineID, _ := s.w.ids()
+	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
+	f.RPCTimeout, f.Now = s.rpc, s.w.now
+	n, err := f.Count(ctx, "")
+	if err != nil {
+		return nil, s.etcdErr(ctx, "reading the rollout under "+slot.RolloutDir(s.ns), err)
+	}
+	v := f.Decide(n)
+	e := v.Rules
+	ro := &driver.RolloutStatus{Failures: failuresOf(f.Failures(n, e)), MaxFailures: e.MaxFailures, FailureWindowSec: e.FailureWindowSec, Scope: e.FailureScope,
+		MaxHolders: e.MaxHolders, MaxTotal: e.MaxTotal, GroupNodes: v.GroupNodes, FleetNodes: v.FleetNodes, StartsLastHour: len(n.Rollout.Starts)}
+	if h := n.Rollout.Halt; h != nil {
+		ro.Halted = &driver.RolloutHalt{Reason: h.Reason, Since: h.Since, By: h.By, Failures: failuresOf(h.Failures)}
+	}
+	if a := n.Rollout.Ack; a != nil {
+		ro.LastResume = &driver.RolloutResume{By: a.By, Reason: a.Reason, Since: a.Since, Revision: a.Revision, Failures: []string{}}
+	}
+	ro.Next = driver.RolloutNext{Rule: "admit"}
+	if !v.Admit {
+		ro.Next = driver.RolloutNext{Rule: v.Rule, Reason: v.Reason, Wait: v.Wait}
+		if u := f.Until(ctx, v.Marks); !u.IsZero() {
+			ro.Next.Until = &u
+		}
+	}
+	return ro, nil
+}
+
+func failuresOf(fs []slot.Failure) []driver.RolloutFailure {
+	out := make([]driver.RolloutFailure, 0, len(fs))
+	for _, x := range fs {
+		out = append(out, driver.RolloutFailure{Node: x.Node, Group: x.Group, Wave: x.Wave, Kind: x.Kind, Detail: x.Detail, At: x.At})
+	}
+	return out
 }
 
 func lockEntries(es []lock.Entry) []driver.LockEntry {
@@ -348,9 +392,30 @@ func (s *session) pause(ctx context.Context, a driver.PauseArgs, res *driver.Pau
 	return nil
 }
 
-// resume deletes the cluster-wide kill switch.
-func (s *session) resume(ctx context.Context, res *driver.PauseResult) error {
-	rctx, cancel := s.rpcCtx(ctx)
+// resume deletes the cluster-wide kill switch and, when the rollout halted
+// itself (a recorded halt, or failures that reach the budget), ends the halt
+// too: only with a reason, recorded with who and when (lib/slot.Resume),
+// so that failures before it no longer count. A resume without a reason
+// while halted changes nothing and says what to do.
+func (s *session) resume(ctx context.Context, a driver.PauseArgs, res *driver.PauseResult) error {
+	bootID, machineID, _ := s.w.ids()
+	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
+	f.RPCTimeout, f.Now = s.rpc, s.w.now
+	n, err := f.Count(ctx, "")
+	if err != nil {
+		return s.etcdErr(ctx, "reading the rollout's failures under "+slot.RolloutDir(s.ns), err)
+	}
+	v := f.Decide(n)
+	failures := f.Failures(n, v.Rules)
+	halted := n.Rollout.Halt != nil || (v.Rules.MaxFailures > 0 && len(failures) >= v.Rules.MaxFailures)
+	if halted && strings.TrimSpace(a.Reason) == "" {
+		why := "the failures reached the budget"
+		if n.Rollout.Halt != nil {
+			why = n.Rollout.Halt.Reason
+		}
+		return exitcode.Errorf(exitcode.Config, "clusterrebootd resume: the rollout halted itself (%s); nothing was changed: look at the failed nodes, then say why it may go on, e.g. clusterrebootd resume --reason \"kernel 6.1.0-28 fixed, node-3 reinstalled\"", why)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*s.rpc)
 	defer cancel()
 	resp, err := s.client.Delete(rctx, s.pauseKey())
 	if err != nil {
@@ -358,5 +423,22 @@ func (s *session) resume(ctx context.Context, res *driver.PauseResult) error {
 	}
 	res.Changed = resp.Deleted > 0
 	s.log.Info("cluster reboots resumed", "event", "resumed", "key", s.pauseKey(), "changed", res.Changed)
+	if !halted {
+		return nil
+	}
+	ack, err := slot.Resume(rctx, s.client, s.ns, s.cfg.NodeName, oneLine(a.Reason, 200), s.w.now())
+	if err != nil {
+		return s.etcdErr(ctx, "resuming the halted rollout under "+slot.RolloutDir(s.ns), err)
+	}
+	rr := &driver.RolloutResume{Failures: []string{}, By: ack.By, Reason: ack.Reason, Since: ack.Since, Revision: ack.Revision}
+	if n.Rollout.Halt != nil {
+		rr.Halted = n.Rollout.Halt.Reason
+	}
+	for _, x := range failures {
+		rr.Failures = append(rr.Failures, fmt.Sprintf("%s (%s)", x.Node, x.Kind))
+	}
+	res.Rollout, res.Changed = rr, true
+	s.log.Warn("the halted rollout was resumed by an operator: its failures no longer count", "event", "rollout_resumed",
+		"by", ack.By, "reason", ack.Reason, "failures", strings.Join(rr.Failures, ", "), "revision", ack.Revision)
 	return nil
 }

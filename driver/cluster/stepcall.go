@@ -31,6 +31,7 @@ type stepCall struct {
 	compArgs    driver.CompleteArgs
 	metricsArgs driver.ServeMetricsArgs
 	alertsArgs  driver.AlertsArgs
+	failArgs    driver.FailureArgs
 
 	// res is the step's result (a pointer to one of the *Result types);
 	// hdr is its header.
@@ -66,9 +67,7 @@ func newStepCall(name string, stderr io.Writer, w world) *stepCall {
 		r := &driver.StatusResult{View: emptyView(), Lock: driver.LockStatus{Holders: []driver.LockEntry{}, Waiters: []driver.LockEntry{}}}
 		c.res, c.hdr = r, &r.Header
 	case driver.StepPause, driver.StepResume:
-		if name == driver.StepPause {
-			c.pauseArgs.Register(fs)
-		}
+		c.pauseArgs.Register(fs)
 		r := &driver.PauseResult{}
 		c.res, c.hdr = r, &r.Header
 	case driver.StepHold, driver.StepReleaseHold, driver.StepRequest:
@@ -77,6 +76,10 @@ func newStepCall(name string, stderr io.Writer, w world) *stepCall {
 		c.res, c.hdr = r, &r.Header
 	case driver.StepCheckNotifications:
 		r := &driver.CheckNotificationsResult{URLs: []driver.URLCheck{}}
+		c.res, c.hdr = r, &r.Header
+	case driver.StepFailure:
+		c.failArgs.Register(fs)
+		r := &driver.FailureResult{}
 		c.res, c.hdr = r, &r.Header
 	case driver.StepServeMetrics:
 		c.metricsArgs.Register(fs)
@@ -148,13 +151,15 @@ func (s *session) run(ctx context.Context, c *stepCall) error {
 	case driver.StepPause:
 		return s.pause(ctx, c.pauseArgs, res.(*driver.PauseResult))
 	case driver.StepResume:
-		return s.resume(ctx, res.(*driver.PauseResult))
+		return s.resume(ctx, c.pauseArgs, res.(*driver.PauseResult))
 	case driver.StepHold:
 		return s.hold(ctx, c.overArgs, res.(*driver.OverrideResult))
 	case driver.StepReleaseHold:
 		return s.releaseHold(ctx, c.overArgs, res.(*driver.OverrideResult))
 	case driver.StepRequest:
 		return s.request(ctx, c.overArgs, res.(*driver.OverrideResult))
+	case driver.StepFailure:
+		return s.failure(ctx, c.failArgs, res.(*driver.FailureResult))
 	}
 	return fmt.Errorf("crd-lock step: no etcd step %q", c.name)
 }

@@ -137,16 +137,16 @@ func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error
 	var old *slot.Parsed
 	if p, err := s.mine(ctx, f); err != nil {
 		return "", err
-	} else if p != nil {
-		if !s.ours(p, f) || p.Group != f.Group {
-			return "", conflict(id, p)
-		}
+	} else if p != nil && s.ours(p, f) && p.Group == f.Group {
 		if age := s.now().Sub(p.Since); age < f.TTL && p.Lease != 0 {
 			return s.renew(ctx, f, p)
 		}
 		// Older than its TTL: re-admitted through every rule, or freed.
 		renewal, old = true, p
 	}
+	// A slot under this id that is not the client's own (another machine's,
+	// or its own in another group) is the admission's conflict rule, as for
+	// every entry point.
 	held, err := s.seat(ctx, f)
 	if err != nil {
 		return "", err
@@ -329,13 +329,6 @@ func (s *Server) revokeOld(f slot.Fleet, p *slot.Parsed) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.RPCTimeout)
 	defer cancel()
 	_ = slot.Free(ctx, f.Client, clientv3.LeaseID(p.Lease))
-}
-
-func conflict(id string, p *slot.Parsed) *Error {
-	if strings.HasPrefix(p.BootID, BootIDPrefix) && p.BootID == BootID(id) {
-		return refuse(http.StatusConflict, KindIDConflict, fmt.Sprintf("client %s holds a reboot slot of lock %s group %q already: send steady-state first, or wait until it expires", id, p.Lock, p.Group))
-	}
-	return refuse(http.StatusConflict, KindIDConflict, fmt.Sprintf("the reboot slot %s belongs to another machine named %s (boot id %s): every node needs a unique name; the client's id must not be a clusterrebootd node's node_name", p.Key, id, orUnknown(p.BootID)))
 }
 
 func orUnknown(s string) string {

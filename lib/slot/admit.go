@@ -89,7 +89,7 @@ func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 			if !v.Wait || !a.Wait {
 				return out, v.Err()
 			}
-			v.Until = f.until(ctx, v.Marks)
+			v.Until = f.Until(ctx, v.Marks)
 			out.Verdict = v
 			if a.OnWait != nil {
 				a.OnWait(v)
@@ -350,9 +350,9 @@ func (a *Admission) ticket(ctx context.Context, c Count, v Verdict) {
 	}
 }
 
-// until is when the marks a paced node waits for end: the earliest end of
+// Until is when the marks a paced node waits for end: the earliest end of
 // their leases, as etcd times them (zero when it cannot tell).
-func (f Fleet) until(ctx context.Context, marks []Mark) time.Time {
+func (f Fleet) Until(ctx context.Context, marks []Mark) time.Time {
 	var earliest time.Time
 	for _, m := range marks {
 		if m.Lease == 0 {

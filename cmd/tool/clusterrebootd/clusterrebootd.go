@@ -55,11 +55,13 @@ Commands:
   status           the cluster at a glance: lock holder and waiters, nodes, who is rebooting, pause
   validate-config  check the configuration and list every problem
   version          version, commit, Go version, build date
-  pause, resume    set or clear the cluster-wide kill switch (resume --local clears a reboot_loop block)
+  pause, resume    set or clear the cluster-wide kill switch; resume --reason T also ends a rollout
+                   that halted itself after failures (resume --local clears a reboot_loop block)
   hold NODE --reason T, release-hold NODE
                    keep one node from rebooting (the rest of the rollout goes on), or let it again
-  request NODE --reason T
-                   reboot one node at its next chance through the lock, windows and gates (consumed once it rebooted)
+  request NODE --reason T [--now]
+                   reboot one node at its next chance through the lock, windows and gates (consumed once
+                   it rebooted); --now: an emergency reboot outside its windows, through every other rule
   help [COMMAND]   this overview, or the help of COMMAND
 
   -h, --help       this overview and the flags of run

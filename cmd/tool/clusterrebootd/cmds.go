@@ -224,6 +224,9 @@ type statusResult struct {
 	Local localState         `json:"local"`
 	View  *policy.View       `json:"view,omitempty"`
 	Lock  *driver.LockStatus `json:"lock,omitempty"`
+	// Rollout is the failure budget, the budgets and the admission's next
+	// answer for this node (docs/rollout.md).
+	Rollout *driver.RolloutStatus `json:"rollout,omitempty"`
 }
 
 func (r statusResult) Text(w io.Writer) error {
@@ -273,6 +276,35 @@ func (r statusResult) Text(w io.Writer) error {
 				n.LastCheck.UTC().Format(time.RFC3339), report.Field(n.Reason))
 		}
 	}
+	if ro := r.Rollout; ro != nil {
+		halted := "no"
+		if h := ro.Halted; h != nil {
+			halted = fmt.Sprintf("YES, since %s: %s (run clusterrebootd resume --reason TEXT once you looked)", h.Since.UTC().Format(time.RFC3339), report.Field(h.Reason))
+		}
+		report.Line(w, "rollout halted", halted)
+		budget := "off (rollout.max_failures: 0)"
+		if ro.MaxFailures > 0 {
+			budget = fmt.Sprintf("%d of %d used (%s, within %s)", len(ro.Failures), ro.MaxFailures, ro.Scope, time.Duration(ro.FailureWindowSec)*time.Second)
+		}
+		report.Line(w, "failure budget", budget)
+		for _, f := range ro.Failures {
+			report.Line(w, "  failure", fmt.Sprintf("%s (%s) at %s: %s", report.Field(f.Node), f.Kind, f.At.UTC().Format(time.RFC3339), report.Field(f.Detail)))
+		}
+		total := "none"
+		if ro.MaxTotal > 0 {
+			total = fmt.Sprint(ro.MaxTotal)
+		}
+		report.Line(w, "budgets", fmt.Sprintf("max_holders %d of %d nodes in this group, max_holders_total %s of %d; %d reboot(s) started in the last hour",
+			ro.MaxHolders, ro.GroupNodes, total, ro.FleetNodes, ro.StartsLastHour))
+		next := "admitted (if this node needs a reboot and its local checks pass)"
+		if ro.Next.Rule != "admit" {
+			next = ro.Next.Rule + ": " + report.Field(ro.Next.Reason)
+			if ro.Next.Until != nil {
+				next += " (until " + ro.Next.Until.UTC().Format(time.RFC3339) + ")"
+			}
+		}
+		report.Line(w, "next admission", next)
+	}
 	if r.Lock != nil {
 		report.Line(w, "lock", r.Lock.Key)
 		for _, e := range r.Lock.Holders {
@@ -306,7 +338,7 @@ func statusCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wr
 	var cr driver.StatusResult
 	code, err := child.Run(ctx, driver.StepStatus, nil, cfg, &cr)
 	if err == nil {
-		res.View, res.Lock = &cr.View, &cr.Lock
+		res.View, res.Lock, res.Rollout = &cr.View, &cr.Lock, cr.Rollout
 		if code != exitcode.OK {
 			err = exitcode.Errorf(code, "%s", cr.Error)
 		}
@@ -321,6 +353,8 @@ type pauseResult struct {
 	report.Header
 	Paused  *policy.Pause `json:"paused,omitempty"`
 	Changed bool          `json:"changed"`
+	// Rollout is set when resume ended a halted rollout.
+	Rollout *driver.RolloutResume `json:"rollout,omitempty"`
 	// Local is set by resume --local.
 	Local *localClear `json:"local,omitempty"`
 }
@@ -341,6 +375,9 @@ func (r pauseResult) Text(w io.Writer) error {
 		if r.Local.SlotError != "" {
 			report.Line(w, "slot", r.Local.SlotError)
 		}
+	case r.Rollout != nil:
+		report.Line(w, "rollout", fmt.Sprintf("resumed by %s at %s (%s); failures acknowledged: %s", report.Field(r.Rollout.By),
+			r.Rollout.Since.UTC().Format(time.RFC3339), report.Field(r.Rollout.Reason), report.Field(strings.Join(r.Rollout.Failures, ", "))))
 	case r.Paused != nil:
 		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", report.Field(r.Paused.By), r.Paused.Since.UTC().Format(time.RFC3339), report.Field(r.Paused.Reason)))
 	case r.Error == "":
@@ -366,8 +403,8 @@ func pauseCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wri
 	if pause && strings.TrimSpace(reason) == "" {
 		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd pause: --reason is required: say why, e.g. --reason \"change freeze until Monday\""))
 	}
-	if err := report.CheckField("--reason", reason); pause && err != nil {
-		return finish(stdout, b.format, &res.Header, &res, fmt.Errorf("clusterrebootd pause: %w", err))
+	if err := report.CheckField("--reason", reason); err != nil {
+		return finish(stdout, b.format, &res.Header, &res, fmt.Errorf("clusterrebootd %s: %w", b.sub, err))
 	}
 	child, err := b.child(stderr, true)
 	if local {
@@ -377,14 +414,14 @@ func pauseCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
-	step, stepArgs := driver.StepResume, []string(nil)
+	step := driver.StepResume
 	if pause {
-		step, stepArgs = driver.StepPause, driver.PauseArgs{Reason: reason}.Args()
+		step = driver.StepPause
 	}
 	var cr driver.PauseResult
-	code, err := child.Run(ctx, step, stepArgs, cfg, &cr)
+	code, err := child.Run(ctx, step, driver.PauseArgs{Reason: reason}.Args(), cfg, &cr)
 	if err == nil {
-		res.Paused, res.Changed = cr.Paused, cr.Changed
+		res.Paused, res.Changed, res.Rollout = cr.Paused, cr.Changed, cr.Rollout
 		if code != exitcode.OK {
 			err = exitcode.Errorf(code, "%s", cr.Error)
 		}

@@ -28,6 +28,7 @@ type base struct {
 	// The flags of one command or another (tree.go).
 	reason                  string
 	local                   bool
+	force, now              bool
 	dryRun, once, noMemTrim bool
 }
 

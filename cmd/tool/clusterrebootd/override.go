@@ -75,7 +75,7 @@ func overrideCmd(ctx context.Context, b *base, args []string, stdout, stderr io.
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
 	var cr driver.OverrideResult
-	code, err := child.Run(ctx, sub, driver.OverrideArgs{Node: node, Reason: reason}.Args(), cfg, &cr)
+	code, err := child.Run(ctx, sub, driver.OverrideArgs{Node: node, Reason: reason, Force: b.force, Now: b.now}.Args(), cfg, &cr)
 	if err == nil {
 		res.Hold, res.Request, res.Changed = cr.Hold, cr.Request, cr.Changed
 		if code != exitcode.OK {

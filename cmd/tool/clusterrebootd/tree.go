@@ -59,7 +59,7 @@ func Tree(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			Exec: func(ctx context.Context, args []string) error {
 				return pauseCmd(ctx, pause, args, stdout, stderr, true)
 			}},
-		{Name: "resume", ShortHelp: "clear the cluster-wide kill switch (--local: this node's reboot_loop block)", FlagSet: resume.fs,
+		{Name: "resume", ShortHelp: "clear the cluster-wide kill switch and a halted rollout (--local: this node's reboot_loop block)", FlagSet: resume.fs,
 			Exec: func(ctx context.Context, args []string) error {
 				return pauseCmd(ctx, resume, args, stdout, stderr, false)
 			}},
@@ -115,6 +115,7 @@ func newPauseBase(stdout io.Writer, pause bool) *base {
 	}
 	b := newBase("resume", stdout, true)
 	b.fs.BoolVar(&b.local, "local", false, "clear this node's reboot_loop block (and its reboot counter) instead of the cluster pause")
+	b.fs.StringVar(&b.reason, "reason", "", "why a halted rollout may go on (`text`; required while the rollout is halted, recorded with who and when)")
 	return b
 }
 
@@ -124,6 +125,10 @@ func newOverrideBase(sub string, stdout io.Writer) *base {
 	b := newBase(sub, stdout, true)
 	if sub != driver.StepReleaseHold {
 		b.fs.StringVar(&b.reason, "reason", "", "why (`text`, required; shown in status and the node's logs)")
+		b.fs.BoolVar(&b.force, "force", false, "also for a node nothing in etcd knows yet (no health record, no slot); else that is refused as a typo")
+	}
+	if sub == driver.StepRequest {
+		b.fs.BoolVar(&b.now, "now", false, "an emergency reboot: outside the node's windows, still through the lock, the slot, the pause, the hold, the failure budget and the gates")
 	}
 	return b
 }

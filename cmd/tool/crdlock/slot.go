@@ -104,7 +104,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 		notes.slotTaken(held.FencingToken(), out.Held.Key)
 		return r, r.silence(wctx, cfg, held.FencingToken())
 	case errors.As(err, &refusal):
-		return nil, exitcode.Errorf(exitcode.CodeOf(err), "crd-lock: hold --reboot-slot: %s", refusal.Reason)
+		return nil, exitcode.Errorf(exitcode.CodeOf(err), "crd-lock: hold --reboot-slot: not admitted (rule %s): %s", refusal.Rule, refusal.Reason)
 	case errors.Is(err, slot.ErrSeatLost):
 		return nil, exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: the lock seat %s was lost before the reboot slot was taken; COMMAND was not run", held.Entry())
 	}
@@ -289,6 +289,7 @@ func runComplete(ctx context.Context, o *completeOpts, args []string, stdout, st
 			return finish(exitcode.Errorf(exitcode.EtcdUnavailable, "crd-lock: complete --keep: renewing %s at %s: %v", cl.Key, strings.Join(client.Endpoints(), ","), err))
 		}
 		res.Kept = true
+		cluster.PostRebootOverdue(rctx, client, cfg, cl, time.Now(), logger)
 		res.Silences = completeSilences(ctx, cfg, client, cl.LeaseID(), true, logger)
 		logger.Info("reboot slot renewed", "slot_key", cl.Key, "ttl_sec", ttl)
 		return finish(nil)
