@@ -331,13 +331,6 @@ func (s *Server) revokeOld(f slot.Fleet, p *slot.Parsed) {
 	_ = slot.Free(ctx, f.Client, clientv3.LeaseID(p.Lease))
 }
 
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
-}
-
 func groupName(g string) string {
 	if g == "" {
 		return "the ungrouped lock"
