@@ -347,7 +347,9 @@ func (d *Driver) logOutcome(cfg config.Config, out *Outcome) {
 	msg := "cycle: " + out.Action
 	if out.Action == ActionBlocked {
 		msg = "cycle blocked: " + out.Reason
-		if out.Reason == ReasonRebootLoop || out.Reason == ReasonRebootFailed || out.Reason == ReasonDetector {
+		// Once per episode (the limiter below): what needs an operator.
+		if out.Reason == ReasonRebootLoop || out.Reason == ReasonRebootFailed || out.Reason == ReasonDetector ||
+			out.Reason == ReasonConflict || out.Reason == ReasonHalted {
 			level = slog.LevelWarn
 		}
 	}

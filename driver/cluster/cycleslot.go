@@ -95,9 +95,6 @@ func (c *cycleRun) admit() error {
 	case c.stopped:
 		return err // a node-local check stopped it and said why
 	case errors.As(err, &refusal):
-		if refusal.Rule == slot.RuleConflict {
-			c.log.Warn("cannot take the reboot slot: "+refusal.Reason, "event", "slot_conflict", "reason", driver.ReasonConflict)
-		}
 		if refusal.Wait && c.noWait {
 			return c.stop(RuleReason(refusal.Rule), exitcode.Errorf(exitcode.HealthBlocked, "cluster: %s; a real run would keep its seat and wait", refusal.Reason))
 		}

@@ -2,6 +2,9 @@ package fleetlock
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"io"
 	"log/slog"
 	"net/http"
@@ -372,4 +375,38 @@ func TestTwoServers(t *testing.T) {
 	want(t, "b via two", two.preReboot("b", "default"), 423, KindSemaphoreFull)
 	want(t, "a unlocks via two", two.steadyState("a", "default"), 200, "")
 	want(t, "b via one", one.preReboot("b", "default"), 200, "")
+}
+
+// With client certificates, the certificate names the only id a client may
+// ask for: its common name (or, with IdentityDNS, one of its DNS names).
+func TestClientIdentity(t *testing.T) {
+	req := func(cn string, dns ...string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, PathPreReboot, nil)
+		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Subject: pkix.Name{CommonName: cn}, DNSNames: dns}}}
+		return r
+	}
+	for _, tc := range []struct {
+		name, identity string
+		r              *http.Request
+		id             string
+		ok             bool
+	}{
+		{"cn matches", IdentityCN, req("node-1"), "node-1", true},
+		{"cn differs: another client's slot", IdentityCN, req("node-1"), "node-2", false},
+		{"no certificate", IdentityCN, httptest.NewRequest(http.MethodPost, PathPreReboot, nil), "node-1", false},
+		{"a DNS name matches", IdentityDNS, req("x", "node-1.example", "node-1"), "node-1", true},
+		{"no DNS name matches", IdentityDNS, req("node-1", "node-1.example"), "node-1", false},
+		{"not checked", IdentityNone, req("node-1"), "node-2", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{ClientIdentity: tc.identity}
+			err := s.identity(tc.r, tc.id)
+			if (err == nil) != tc.ok {
+				t.Fatalf("identity = %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && (err.Status != http.StatusForbidden || err.Kind != KindIDMismatch) {
+				t.Fatalf("refusal %d %s, want 403 %s", err.Status, err.Kind, KindIDMismatch)
+			}
+		})
+	}
 }

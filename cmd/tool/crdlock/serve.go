@@ -71,6 +71,7 @@ func runServe(ctx context.Context, o *serveOpts, args []string, stdout, stderr i
 	res.Service = "fleetlock"
 	fs, f := o.fs, &o.f
 	listen, certFile, keyFile, clientCA, defaultGroup, seatTimeout := o.listen, o.certFile, o.keyFile, o.clientCA, o.defaultGroup, o.seatTimeout
+	clientID, ticketTTL := o.clientID, o.ticketTTL
 	cfg, key, err := f.setup(fs, rest, stdout, &format, "serve fleetlock")
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -84,6 +85,14 @@ func runServe(ctx context.Context, o *serveOpts, args []string, stdout, stderr i
 	}
 	if *seatTimeout <= 0 {
 		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: serve fleetlock: --seat-timeout %s must be positive", *seatTimeout))
+	}
+	if *ticketTTL < 2*time.Second {
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: serve fleetlock: --ticket-ttl %s must be at least 2s (an etcd lease)", *ticketTTL))
+	}
+	switch *clientID {
+	case fleetlock.IdentityCN, fleetlock.IdentityDNS, fleetlock.IdentityNone:
+	default:
+		return finish(exitcode.Errorf(exitcode.Config, "crd-lock: serve fleetlock: --tls-client-id %q: use cn, dns or none", *clientID))
 	}
 	tlsConf, err := serverTLS(*certFile, *keyFile, *clientCA)
 	if err != nil {
@@ -109,7 +118,12 @@ func runServe(ctx context.Context, o *serveOpts, args []string, stdout, stderr i
 	} else if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		logger.Warn("serving plain HTTP beyond loopback: anyone who reaches this port can take and free reboot slots; give --tls-cert/--tls-key (and --tls-client-ca) or put a TLS reverse proxy in front", "listen", res.Listen)
 	}
-	s := &fleetlock.Server{Client: client, Config: cfg, DefaultGroupMapsTo: *defaultGroup, SeatTimeout: *seatTimeout, Log: logger}
+	s := &fleetlock.Server{Client: client, Config: cfg, DefaultGroupMapsTo: *defaultGroup, SeatTimeout: *seatTimeout, TicketTTL: *ticketTTL, Log: logger}
+	if *clientCA != "" {
+		// With client certificates, a client takes and frees only its own
+		// slot: the certificate names the id it may ask for.
+		s.ClientIdentity = *clientID
+	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: *seatTimeout + 60*time.Second, IdleTimeout: 2 * time.Minute}
 	served := make(chan error, 1)

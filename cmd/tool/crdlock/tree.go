@@ -182,8 +182,8 @@ func newCompleteOpts(stdout io.Writer) *completeOpts {
 type serveOpts struct {
 	fs                                                *flag.FlagSet
 	f                                                 flags
-	listen, certFile, keyFile, clientCA, defaultGroup *string
-	seatTimeout                                       *time.Duration
+	listen, certFile, keyFile, clientCA, defaultGroup, clientID *string
+	seatTimeout, ticketTTL                                      *time.Duration
 }
 
 func newServeOpts(stdout io.Writer) *serveOpts {
@@ -200,6 +200,8 @@ func newServeOpts(stdout io.Writer) *serveOpts {
 	o.clientCA = fs.String("tls-client-ca", "", "require client certificates signed by this CA `file` (PEM; needs --tls-cert)")
 	o.defaultGroup = fs.String("default-group", "", "the lock `group` FleetLock's group \"default\" means (default: the ungrouped lock)")
 	o.seatTimeout = fs.Duration("seat-timeout", 10*time.Second, "how long a pre-reboot waits for a seat of a busy line before it answers failed_lock_semaphore_full")
+	o.clientID = fs.String("tls-client-id", "cn", "with --tls-client-ca, which name of the client certificate must equal client_params.id: `cn`, dns (a DNS SAN) or none")
+	o.ticketTTL = fs.Duration("ticket-ttl", 10*time.Minute, "how long a client's place in the fleet's line (max_holders_total) outlives its last pre-reboot")
 	return o
 }
 
