@@ -100,6 +100,10 @@ func (d *Driver) PublishedAt() time.Time {
 // one, else the pause alone (the rest of the last view, and its ReadAt,
 // stay as they were).
 func (d *Driver) published(res PublishResult, at time.Time) {
+	if d.metrics != nil {
+		halted := res.Halted != nil || (res.View != nil && res.View.Halted != nil)
+		d.metrics.RolloutHalted.Set(map[bool]float64{false: 0, true: 1}[halted])
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.publishedAt = at

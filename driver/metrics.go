@@ -42,6 +42,9 @@ type Metrics struct {
 	RebootDuration *metrics.Histogram
 	SlotExpired    *metrics.Counter
 	PublishFailing *metrics.Gauge
+	// RolloutHalted: clusterrebootd_rollout_halted, as the last
+	// publication read the halt key.
+	RolloutHalted *metrics.Gauge
 	// SilenceFailures: clusterrebootd_silence_failures_total{op}.
 	SilenceFailures *metrics.Counter
 	NotifySent      *metrics.Counter
@@ -67,6 +70,7 @@ func NewMetrics(version string) *Metrics {
 		RebootDuration: r.NewHistogram("clusterrebootd_reboot_duration_seconds", "Coordinated reboots from the reboot request to the completed post-reboot checks.", rebootDurationBuckets()),
 		SlotExpired:    r.NewCounter("clusterrebootd_reboot_slot_expired_total", "Coordinated reboots completed after the node's reboot slot had expired (it took longer than reboot_slot_ttl_sec)."),
 		PublishFailing: r.NewGauge("clusterrebootd_publish_failing", "1 while the last health-record publication to etcd failed."),
+		RolloutHalted:  r.NewGauge("clusterrebootd_rollout_halted", "1 while the rollout is halted (its failure budget spent, docs/rollout.md), as this node's last publication read it; resume with clusterrebootd resume --reason."),
 		NotifySent:     r.NewCounter("clusterrebootd_notifications_sent_total", "Notifications delivered by this node's cluster steps, by event (one per destination).", "event"),
 		NotifyFailed:   r.NewCounter("clusterrebootd_notifications_failed_total", "Notifications that failed or timed out, by event (one per destination); the reboot never waits for them.", "event"),
 	}
@@ -81,6 +85,7 @@ func NewMetrics(version string) *Metrics {
 	m.RequiredSince.Set(0)
 	m.SlotExpired.Touch()
 	m.PublishFailing.Set(0)
+	m.RolloutHalted.Set(0)
 	m.SilenceFailures = newSilenceFailures(r)
 	m.touchNotifyMetrics()
 	return m
