@@ -605,6 +605,66 @@ type RolloutStatus struct {
 	// Next is what the admission would answer this node now: "admit", or
 	// the rule that says no, with its reason and, for a wait, until when.
 	Next RolloutNext `json:"next"`
+	// Progress counts the nodes per wave and group (docs/rollout.md,
+	// "Seeing the rollout").
+	Progress []RolloutProgress `json:"progress"`
+	// ETA is the estimate of the rollout's end, with its inputs.
+	ETA RolloutETA `json:"eta"`
+}
+
+// RolloutProgress counts one wave's nodes of one group: NeedReboot (a live
+// record says a reboot is needed, no slot held; Waiting included), Waiting
+// (of those, queued for the lock or blocked), Down (a slot held), Done (a
+// reboot completed within the failure window and none needed now), Failed
+// (a failure within the failure window, acknowledged or not). Nodes counts
+// them all, the nodes up to date and those without a live record too.
+type RolloutProgress struct {
+	Wave       int    `json:"wave"`
+	Group      string `json:"group"`
+	Nodes      int    `json:"nodes"`
+	NeedReboot int    `json:"need_reboot"`
+	Waiting    int    `json:"waiting"`
+	Down       int    `json:"down"`
+	Done       int    `json:"done"`
+	Failed     int    `json:"failed"`
+}
+
+// ETAIgnores says what the rollout's estimate does not know about.
+const ETAIgnores = "maintenance windows, health gates, cluster policies, failures still to come, and nodes that will need a reboot later"
+
+// RolloutETA is the estimate of when the nodes that need a reboot now will
+// all have completed it: the remaining reboots replayed under the budgets,
+// pacing and waves, each taking the median measured reboot (lib/slot
+// Estimate).
+type RolloutETA struct {
+	// At is the estimated end (null: Unknown says why).
+	At      *time.Time `json:"at"`
+	Unknown string     `json:"unknown,omitempty"`
+	// Remaining are the reboots left (Down of them in flight); Held nodes
+	// need one but are held, and are left out.
+	Remaining int `json:"remaining"`
+	Down      int `json:"down"`
+	Held      int `json:"held"`
+	// MedianRebootMS is the median of Samples reboots completed within
+	// the failure window, from the slot's take to its completion.
+	MedianRebootMS int64 `json:"median_reboot_ms"`
+	Samples        int   `json:"samples"`
+	// Groups are each group's reboots left and its effective max_holders
+	// and min_interval_sec; the fleet's rules follow (0: none).
+	Groups           []RolloutGroupPlan `json:"groups"`
+	MaxTotal         int                `json:"max_holders_total"`
+	MaxStartsPerHour int                `json:"max_starts_per_hour"`
+	WaveBakeSec      int                `json:"wave_bake_sec"`
+	// Ignores is ETAIgnores.
+	Ignores string `json:"ignores"`
+}
+
+// RolloutGroupPlan is one group's part of the estimate.
+type RolloutGroupPlan struct {
+	Group          string `json:"group"`
+	Remaining      int    `json:"remaining"`
+	MaxHolders     int    `json:"max_holders"`
+	MinIntervalSec int    `json:"min_interval_sec"`
 }
 
 // RolloutHalt is a recorded halt.

@@ -369,6 +369,9 @@ func (s *session) rolloutStatus(ctx context.Context) (*driver.RolloutStatus, err
 			ro.Next.Until = &u
 		}
 	}
+	nodes := slot.Progress(n)
+	ro.Progress = progressOf(slot.Tally(nodes))
+	ro.ETA = etaOf(f.Estimate(n, v, nodes))
 	return ro, nil
 }
 
