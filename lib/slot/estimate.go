@@ -151,13 +151,16 @@ type replay struct {
 	// running are the reboots in flight.
 	pending map[int]map[string]int
 	running []run
+	// inGroup counts the running reboots per group.
+	inGroup map[string]int
 	groups  map[string]groupRule
 	// maxTotal and perHour are 0 for none.
 	maxTotal, perHour int
 	bake              time.Duration
 	// lastStart is each group's last start (for min_interval_sec); starts
-	// are the fleet's starts (for max_starts_per_hour), oldest first;
-	// waveDone is each wave's last completion (for wave_bake_sec).
+	// are the fleet's starts whose hour has not ended (for
+	// max_starts_per_hour), oldest first; waveDone is each wave's last
+	// completion (for wave_bake_sec).
 	lastStart map[string]time.Time
 	starts    []time.Time
 	waveDone  map[int]time.Time
@@ -182,6 +185,10 @@ type groupRule struct {
 // reboots left.
 func (p *replay) finish() (end time.Time, ok bool) {
 	t, end := p.now, p.now
+	p.inGroup = map[string]int{}
+	for _, r := range p.running {
+		p.inGroup[r.group]++
+	}
 	left := 0
 	for _, byGroup := range p.pending {
 		for _, n := range byGroup {
@@ -191,12 +198,17 @@ func (p *replay) finish() (end time.Time, ok bool) {
 	// Each step starts a reboot, completes one, or reaches the end of an
 	// interval, an hour or a bake time: a few per reboot at most.
 	for steps := 0; steps < 8*(left+len(p.running)+len(p.starts))+64; steps++ {
+		// Time only moves on: a start whose hour has ended never counts again.
+		for len(p.starts) > 0 && !p.starts[0].Add(time.Hour).After(t) {
+			p.starts = p.starts[1:]
+		}
 		kept := p.running[:0]
 		for _, r := range p.running {
 			if r.end.After(t) {
 				kept = append(kept, r)
 				continue
 			}
+			p.inGroup[r.group]--
 			if r.end.After(p.waveDone[r.wave]) {
 				p.waveDone[r.wave] = r.end
 			}
@@ -217,8 +229,11 @@ func (p *replay) finish() (end time.Time, ok bool) {
 						p.pending[wave][g]--
 						left--
 						p.running = append(p.running, run{group: g, wave: wave, end: t.Add(p.reboot)})
+						p.inGroup[g]++
 						p.lastStart[g] = t
-						p.starts = append(p.starts, t)
+						if p.perHour > 0 {
+							p.starts = append(p.starts, t)
+						}
 						started = true
 					}
 				}
@@ -271,38 +286,22 @@ func (p *replay) bakeEnd(wave int) time.Time {
 	return last.Add(p.bake)
 }
 
-// canStart reports whether a reboot of group g may start at t.
+// canStart reports whether a reboot of group g may start at t (starts
+// holds only the starts whose hour has not ended at t: a start record
+// lives for one hour).
 func (p *replay) canStart(g string, t time.Time) bool {
-	inGroup := 0
-	for _, r := range p.running {
-		if r.group == g {
-			inGroup++
-		}
-	}
 	rule := p.groups[g]
 	switch {
-	case inGroup >= max(1, rule.max):
+	case p.inGroup[g] >= max(1, rule.max):
 		return false
 	case p.maxTotal > 0 && len(p.running) >= p.maxTotal:
 		return false
 	case rule.interval > 0 && !p.lastStart[g].IsZero() && t.Before(p.lastStart[g].Add(rule.interval)):
 		return false
-	case p.perHour > 0 && p.startsWithinHour(t) >= p.perHour:
+	case p.perHour > 0 && len(p.starts) >= p.perHour:
 		return false
 	}
 	return true
-}
-
-// startsWithinHour counts the starts whose hour has not ended at t (a start
-// record lives for one hour).
-func (p *replay) startsWithinHour(t time.Time) int {
-	n := 0
-	for _, s := range p.starts {
-		if s.Add(time.Hour).After(t) {
-			n++
-		}
-	}
-	return n
 }
 
 // next is the first moment after t when something the rules wait for
@@ -327,8 +326,8 @@ func (p *replay) next(t time.Time, wave int, left bool) (time.Time, bool) {
 				consider(p.lastStart[g].Add(p.groups[g].interval))
 			}
 		}
-		for _, s := range p.starts {
-			consider(s.Add(time.Hour))
+		if p.perHour > 0 && len(p.starts) > 0 {
+			consider(p.starts[0].Add(time.Hour))
 		}
 		consider(p.bakeEnd(wave))
 	}

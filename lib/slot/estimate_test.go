@@ -1,6 +1,7 @@
 package slot
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +190,22 @@ func TestEstimate(t *testing.T) {
 			t.Fatalf("estimate %+v, want x back at now + 6m", e)
 		}
 	})
+}
+
+// BenchmarkReplay measures the estimate of a large fleet's rollout: 10,000
+// reboots in 20 groups, two waves, every pacing rule on.
+func BenchmarkReplay(b *testing.B) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		p := &replay{now: now, reboot: 10 * time.Minute, pending: map[int]map[string]int{0: {}, 1: {}}, groups: map[string]groupRule{},
+			lastStart: map[string]time.Time{}, waveDone: map[int]time.Time{}, maxTotal: 40, perHour: 200, bake: time.Hour}
+		for g := range 20 {
+			name := fmt.Sprintf("g%02d", g)
+			p.pending[0][name], p.pending[1][name] = 10, 490
+			p.groups[name] = groupRule{max: 3, interval: time.Minute}
+		}
+		if _, ok := p.finish(); !ok {
+			b.Fatal("no end")
+		}
+	}
 }
