@@ -146,7 +146,7 @@ func TestProtocolTables(t *testing.T) {
 		}
 		seen[st] = true
 	}
-	if len(Steps()) != 13 {
+	if len(Steps()) != 14 {
 		t.Error(Steps())
 	}
 	a := PublishArgs{State: "idle", LastCheck: testNow}

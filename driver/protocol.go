@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -57,6 +58,9 @@ const (
 	// failure budget (docs/rollout.md): a reboot command that did not take
 	// the node down, a reboot loop.
 	StepFailure = "failure"
+	// StepReport reads every node the cluster knows, one row each, for the
+	// compliance report (clusterrebootd report); it writes nothing.
+	StepReport = "report"
 )
 
 // LockHoldingFile, in run_dir, exists while this node's cycle step holds a
@@ -66,7 +70,7 @@ const LockHoldingFile = "lock-holding"
 
 // Steps lists every step name.
 func Steps() []string {
-	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepAlerts, StepCheckNotifications, StepFailure}
+	return []string{StepPublish, StepCycle, StepComplete, StepStatus, StepPause, StepResume, StepHold, StepReleaseHold, StepRequest, StepServeMetrics, StepAlerts, StepCheckNotifications, StepFailure, StepReport}
 }
 
 // Reason tokens: why a cycle did not reboot (or what happened). They appear
@@ -605,6 +609,137 @@ type RolloutStatus struct {
 	// Next is what the admission would answer this node now: "admit", or
 	// the rule that says no, with its reason and, for a wait, until when.
 	Next RolloutNext `json:"next"`
+	// Progress counts the nodes per wave and group (docs/rollout.md,
+	// "Seeing the rollout").
+	Progress []RolloutProgress `json:"progress"`
+	// ETA is the estimate of the rollout's end, with its inputs.
+	ETA RolloutETA `json:"eta"`
+}
+
+// RolloutProgress counts one wave's nodes of one group: NeedReboot (a live
+// record says a reboot is needed, no slot held; Waiting included), Waiting
+// (of those, queued for the lock or blocked), Down (a slot held), Done (a
+// reboot completed within the failure window and none needed now), Failed
+// (a failure within the failure window, acknowledged or not). Nodes counts
+// them all, the nodes up to date and those without a live record too.
+type RolloutProgress struct {
+	Wave       int    `json:"wave"`
+	Group      string `json:"group"`
+	Nodes      int    `json:"nodes"`
+	NeedReboot int    `json:"need_reboot"`
+	Waiting    int    `json:"waiting"`
+	Down       int    `json:"down"`
+	Done       int    `json:"done"`
+	Failed     int    `json:"failed"`
+}
+
+// ETAIgnores says what the rollout's estimate does not know about.
+const ETAIgnores = "maintenance windows, health gates, cluster policies, failures still to come, and nodes that will need a reboot later"
+
+// RolloutETA is the estimate of when the nodes that need a reboot now will
+// all have completed it: the remaining reboots replayed under the budgets,
+// pacing and waves, each taking the median measured reboot (lib/slot
+// Estimate).
+type RolloutETA struct {
+	// At is the estimated end (null: Unknown says why).
+	At      *time.Time `json:"at"`
+	Unknown string     `json:"unknown,omitempty"`
+	// Remaining are the reboots left (Down of them in flight); Held nodes
+	// need one but are held, and are left out.
+	Remaining int `json:"remaining"`
+	Down      int `json:"down"`
+	Held      int `json:"held"`
+	// MedianRebootMS is the median of Samples reboots completed within
+	// the failure window, from the slot's take to its completion.
+	MedianRebootMS int64 `json:"median_reboot_ms"`
+	Samples        int   `json:"samples"`
+	// Groups are each group's reboots left and its effective max_holders
+	// and min_interval_sec; the fleet's rules follow (0: none).
+	Groups           []RolloutGroupPlan `json:"groups"`
+	MaxTotal         int                `json:"max_holders_total"`
+	MaxStartsPerHour int                `json:"max_starts_per_hour"`
+	WaveBakeSec      int                `json:"wave_bake_sec"`
+	// Ignores is ETAIgnores.
+	Ignores string `json:"ignores"`
+}
+
+// RolloutGroupPlan is one group's part of the estimate.
+type RolloutGroupPlan struct {
+	Group          string `json:"group"`
+	Remaining      int    `json:"remaining"`
+	MaxHolders     int    `json:"max_holders"`
+	MinIntervalSec int    `json:"min_interval_sec"`
+}
+
+// ReportResult is the JSON of `step report`: one row per node the cluster
+// knows (health records, slots, completions, failures), sorted by name.
+type ReportResult struct {
+	report.Header
+	// ReadAt is when the rows were read (uptime_sec is computed for it).
+	ReadAt time.Time   `json:"read_at"`
+	Nodes  []ReportRow `json:"nodes"`
+}
+
+// ReportRow is one node for the compliance report (man clusterrebootd:
+// REPORT COLUMNS). Every field is always present; null (empty in CSV) is
+// unknown.
+type ReportRow struct {
+	Node  string `json:"node"`
+	Group string `json:"group"`
+	Wave  int    `json:"wave"`
+	// Progress is where the node is in the rollout: down, waiting,
+	// need_reboot, done, up_to_date or unknown (docs/rollout.md).
+	Progress string `json:"progress"`
+	// State is its live record's state ("" without one).
+	State            string     `json:"state"`
+	RebootRequired   *bool      `json:"reboot_required"`
+	NeedsRebootSince *time.Time `json:"needs_reboot_since"`
+	// LastReboot is when its last coordinated reboot completed, within
+	// the failure window; LastRebootSec how long it took.
+	LastReboot      *time.Time `json:"last_reboot"`
+	LastRebootSec   *int64     `json:"last_reboot_sec"`
+	KernelRunning   string     `json:"kernel_running"`
+	KernelInstalled string     `json:"kernel_installed"`
+	BootedAt        *time.Time `json:"booted_at"`
+	UptimeSec       *int64     `json:"uptime_sec"`
+	// Failures are the kinds of its failures within the failure window,
+	// sorted, each once.
+	Failures  []string   `json:"failures"`
+	Held      bool       `json:"held"`
+	LastCheck *time.Time `json:"last_check"`
+	Version   string     `json:"version"`
+	Reason    string     `json:"reason"`
+}
+
+// ReportColumns are the CSV columns of ReportRow, in order: its JSON
+// names.
+func ReportColumns() []string {
+	return []string{"node", "group", "wave", "progress", "state", "reboot_required", "needs_reboot_since", "last_reboot", "last_reboot_sec",
+		"kernel_running", "kernel_installed", "booted_at", "uptime_sec", "failures", "held", "last_check", "version", "reason"}
+}
+
+// Record is the row's fields in ReportColumns' order, as text: times in
+// RFC 3339 (UTC), booleans true or false, failures joined by ";", unknown
+// as "".
+func (r ReportRow) Record() []string {
+	t := func(p *time.Time) string {
+		if p == nil {
+			return ""
+		}
+		return p.UTC().Format(time.RFC3339)
+	}
+	n := func(p *int64) string {
+		if p == nil {
+			return ""
+		}
+		return strconv.FormatInt(*p, 10)
+	}
+	req := ""
+	if r.RebootRequired != nil {
+		req = strconv.FormatBool(*r.RebootRequired)
+	}
+	return []string{r.Node, r.Group, strconv.Itoa(r.Wave), r.Progress, r.State, req, t(r.NeedsRebootSince), t(r.LastReboot), n(r.LastRebootSec),
+		r.KernelRunning, r.KernelInstalled, t(r.BootedAt), n(r.UptimeSec), strings.Join(r.Failures, ";"), strconv.FormatBool(r.Held), t(r.LastCheck), r.Version, r.Reason}
 }
 
 // RolloutHalt is a recorded halt.

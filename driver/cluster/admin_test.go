@@ -288,6 +288,8 @@ func TestStepErrors(t *testing.T) {
 		{"not yaml", n, strPtr("{{{"), []string{"status"}, exitcode.Config},
 		{"help", n, nil, []string{"cycle", "--help"}, exitcode.OK},
 		{"etcd unreachable: status", unreachable, nil, []string{"status"}, exitcode.EtcdUnavailable},
+		{"etcd unreachable: report", unreachable, nil, []string{"report"}, exitcode.EtcdUnavailable},
+		{"report takes no argument", n, nil, []string{"report", "--format", "csv"}, exitcode.Config},
 		{"etcd unreachable: cycle", unreachable, nil, []string{"cycle"}, exitcode.EtcdUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

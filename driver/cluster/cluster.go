@@ -7,6 +7,7 @@
 //	crd-lock step cycle [--attempt N] < config.yaml
 //	crd-lock step complete < config.yaml
 //	crd-lock step status < config.yaml
+//	crd-lock step report < config.yaml
 //	crd-lock step pause --reason TEXT < config.yaml
 //	crd-lock step resume < config.yaml
 //	crd-lock step hold --node NODE --reason TEXT < config.yaml

@@ -16,6 +16,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -52,6 +53,7 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 		since := a.RequiredSince.UTC()
 		rec.NeedsRebootSince = &since
 	}
+	s.describeMachine(&rec)
 	if err := s.recordIsOurs(ctx, rec); err != nil {
 		return err
 	}
@@ -106,6 +108,28 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// describeMachine adds what only this node knows, for the compliance
+// report: the running and the newest installed kernel and the boot time,
+// read under root as the kernel and max_uptime detectors read them (a few
+// directory listings and one small file, whatever the fleet's size). What
+// cannot be read is left out, and logged at debug: the record is published
+// all the same.
+func (s *session) describeMachine(rec *policy.NodeRecord) {
+	env := detect.Env{Root: s.w.root, Uname: s.w.uname}
+	running, installed, err := detect.Kernels(env)
+	rec.KernelRunning, rec.KernelInstalled = running, installed
+	if err != nil {
+		s.log.Debug("the health record carries no installed kernel", "event", "kernel_unknown", "error", err.Error())
+	}
+	up, err := detect.Uptime(env)
+	if err != nil {
+		s.log.Debug("the health record carries no boot time", "event", "uptime_unknown", "error", err.Error())
+		return
+	}
+	booted := s.w.now().Add(-up).UTC().Truncate(time.Second)
+	rec.BootedAt = &booted
+}
 
 // recordIsOurs refuses to overwrite a record that another machine publishes
 // under this node_name (another machine id), or that another lock's node
@@ -324,7 +348,7 @@ func (s *session) rolloutStatus(ctx context.Context) (*driver.RolloutStatus, err
 	bootID, machineID, _ := s.w.ids()
 	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	f.RPCTimeout, f.Now = s.rpc, s.w.now
-	n, err := f.Count(ctx, "")
+	n, err := f.CountWithDone(ctx, "")
 	if err != nil {
 		return nil, s.etcdErr(ctx, "reading the rollout under "+slot.RolloutDir(s.ns), err)
 	}
@@ -345,6 +369,9 @@ func (s *session) rolloutStatus(ctx context.Context) (*driver.RolloutStatus, err
 			ro.Next.Until = &u
 		}
 	}
+	nodes := slot.Progress(n)
+	ro.Progress = progressOf(slot.Tally(nodes))
+	ro.ETA = etaOf(f.Estimate(n, v, nodes))
 	return ro, nil
 }
 

@@ -81,6 +81,9 @@ func newStepCall(name string, stderr io.Writer, w world) *stepCall {
 		c.failArgs.Register(fs)
 		r := &driver.FailureResult{}
 		c.res, c.hdr = r, &r.Header
+	case driver.StepReport:
+		r := &driver.ReportResult{Nodes: []driver.ReportRow{}}
+		c.res, c.hdr = r, &r.Header
 	case driver.StepServeMetrics:
 		c.metricsArgs.Register(fs)
 		r := &MetricsResult{}
@@ -160,6 +163,8 @@ func (s *session) run(ctx context.Context, c *stepCall) error {
 		return s.request(ctx, c.overArgs, res.(*driver.OverrideResult))
 	case driver.StepFailure:
 		return s.failure(ctx, c.failArgs, res.(*driver.FailureResult))
+	case driver.StepReport:
+		return s.report(ctx, res.(*driver.ReportResult))
 	}
 	return fmt.Errorf("crd-lock step: no etcd step %q", c.name)
 }

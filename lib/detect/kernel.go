@@ -49,20 +49,47 @@ func (k *kernel) Detect(ctx context.Context) Result {
 
 func checkKernel(env Env) Result {
 	var r Result
-	running, err := env.uname()
-	if err != nil {
-		r.Err = fmt.Sprintf("cannot read the running kernel release: %v", err)
-		return r
-	}
-	running = strings.TrimSpace(running)
-	if running == "" {
-		r.Err = "the running kernel release is empty"
-		return r
-	}
-	installed, err := installedKernels(env)
+	running, newest, proof, err := newestKernel(env)
 	if err != nil {
 		r.Err = err.Error()
 		return r
+	}
+	switch c := CompareVersions(newest, running); {
+	case c > 0:
+		r.Required = true
+		r.Detail = fmt.Sprintf("running kernel %s, newest installed %s (%s)", running, newest, proof)
+	case c == 0:
+		r.Detail = fmt.Sprintf("running kernel %s is the newest installed", running)
+	default:
+		r.Detail = fmt.Sprintf("running kernel %s is newer than every installed one (newest %s)", running, newest)
+	}
+	return r
+}
+
+// Kernels are the running kernel's release and the newest installed kernel
+// of its flavor under env.Root: what the kernel detector compares, whether
+// or not one is configured (the health record carries both). running is
+// set whenever uname answers, also when err says why no installed kernel
+// was found.
+func Kernels(env Env) (running, installed string, err error) {
+	running, installed, _, err = newestKernel(env)
+	return running, installed, err
+}
+
+// newestKernel is the running kernel's release, the newest installed
+// kernel of its flavor and the file that proves it is installed.
+func newestKernel(env Env) (running, newest, proof string, err error) {
+	running, err = env.uname()
+	if err != nil {
+		return "", "", "", fmt.Errorf("cannot read the running kernel release: %v", err)
+	}
+	running = strings.TrimSpace(running)
+	if running == "" {
+		return "", "", "", errors.New("the running kernel release is empty")
+	}
+	installed, err := installedKernels(env)
+	if err != nil {
+		return running, "", "", err
 	}
 	flavor := Flavor(running)
 	var same, other []string
@@ -75,25 +102,16 @@ func checkKernel(env Env) Result {
 	}
 	sort.Strings(other)
 	if len(same) == 0 {
-		r.Err = fmt.Sprintf("no installed kernel of the running flavor %q (running %s) under %s", flavor, running, env.display("/boot and /lib/modules"))
+		msg := fmt.Sprintf("no installed kernel of the running flavor %q (running %s) under %s", flavor, running, env.display("/boot and /lib/modules"))
 		if len(other) > 0 {
-			r.Err += fmt.Sprintf("; found other flavors: %s", strings.Join(other, ", "))
+			msg += fmt.Sprintf("; found other flavors: %s", strings.Join(other, ", "))
 		}
-		r.Err += "; install the kernel or use another detector (in a container, mount the host's /boot or /lib/modules and pass --root)"
-		return r
+		msg += "; install the kernel or use another detector (in a container, mount the host's /boot or /lib/modules and pass --root)"
+		return running, "", "", errors.New(msg)
 	}
 	sort.Slice(same, func(i, j int) bool { return CompareVersions(same[i], same[j]) < 0 })
-	newest := same[len(same)-1]
-	switch c := CompareVersions(newest, running); {
-	case c > 0:
-		r.Required = true
-		r.Detail = fmt.Sprintf("running kernel %s, newest installed %s (%s)", running, newest, installed[newest])
-	case c == 0:
-		r.Detail = fmt.Sprintf("running kernel %s is the newest installed", running)
-	default:
-		r.Detail = fmt.Sprintf("running kernel %s is newer than every installed one (newest %s)", running, newest)
-	}
-	return r
+	newest = same[len(same)-1]
+	return running, newest, installed[newest], nil
 }
 
 // installedKernels maps each installed kernel release to the file that

@@ -43,11 +43,16 @@ func (u *uptime) Detect(ctx context.Context) Result {
 }
 
 // read returns the uptime from the first field of /proc/uptime ("SECONDS IDLE").
-func (u *uptime) read() (time.Duration, error) {
+func (u *uptime) read() (time.Duration, error) { return Uptime(u.env) }
+
+// Uptime is how long the machine has been up: the first field of
+// /proc/uptime ("SECONDS IDLE") under env.Root, as the max_uptime detector
+// reads it.
+func Uptime(env Env) (time.Duration, error) {
 	const file = "/proc/uptime"
-	p, err := u.env.resolve(file)
+	p, err := env.resolve(file)
 	if err != nil {
-		return 0, fmt.Errorf("cannot read %s: %v", u.env.display(file), err)
+		return 0, fmt.Errorf("cannot read %s: %v", env.display(file), err)
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -55,11 +60,11 @@ func (u *uptime) read() (time.Duration, error) {
 	}
 	fields := strings.Fields(string(b))
 	if len(fields) == 0 {
-		return 0, fmt.Errorf("%s is empty", u.env.display(file))
+		return 0, fmt.Errorf("%s is empty", env.display(file))
 	}
 	secs, err := strconv.ParseFloat(fields[0], 64)
 	if err != nil || !(secs >= 0 && secs <= float64(100*365*24*3600)) { // NaN fails both
-		return 0, fmt.Errorf("%s: %q is not an uptime in seconds", u.env.display(file), oneLine(fields[0], 40))
+		return 0, fmt.Errorf("%s: %q is not an uptime in seconds", env.display(file), oneLine(fields[0], 40))
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

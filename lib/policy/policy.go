@@ -62,6 +62,14 @@ type NodeRecord struct {
 	NeedsRebootSince *time.Time `json:"needs_reboot_since,omitempty"`
 	// Rules are the fleet's rules as this node is configured.
 	Rules *Rules `json:"rules,omitempty"`
+	// KernelRunning and KernelInstalled are the running kernel's release
+	// and the newest installed kernel of its flavor (lib/detect.Kernels;
+	// empty when the node cannot tell); BootedAt is when the node booted,
+	// to the second, by its own clock (nil: unknown). For the compliance
+	// report: no decision reads them.
+	KernelRunning   string     `json:"kernel_running,omitempty"`
+	KernelInstalled string     `json:"kernel_installed,omitempty"`
+	BootedAt        *time.Time `json:"booted_at,omitempty"`
 	// V is the protocol version the writer speaks (ProtocolVersion).
 	V int `json:"v"`
 }

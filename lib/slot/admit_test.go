@@ -171,6 +171,7 @@ func TestCompletionAndLateReturn(t *testing.T) {
 			if err != nil || !freed || r.exists(InflightKey(r.ns, "a")) {
 				t.Fatalf("complete: freed %v err %v; the in-flight record must go with the slot", freed, err)
 			}
+			r.doneRecorded("a", true)
 			b := r.fleet("b", "", 2*time.Second)
 			hb := r.mustAdmit(b)
 			testsupport.Eventually(t, 10*time.Second, "b's slot to run out", func() bool { return !r.exists(b.Key()) })
@@ -187,6 +188,7 @@ func TestCompletionAndLateReturn(t *testing.T) {
 			if r.exists(InflightKey(r.ns, "b")) {
 				t.Fatal("the late completion left the in-flight record")
 			}
+			r.doneRecorded("b", false)
 			failures, _ := r.c.Get(ctx, FailuresDir(r.ns), clientv3.WithPrefix())
 			if !resumedFirst {
 				if len(failures.Kvs) != 1 {
@@ -204,6 +206,43 @@ func TestCompletionAndLateReturn(t *testing.T) {
 			}
 			r.mustAdmit(r.fleet("c", "", time.Minute))
 		})
+	}
+}
+
+// doneRecorded asserts whether node's completion is recorded (DoneKey),
+// on a lease of the failure window, with the reboot's duration since the
+// slot was taken.
+func (r *rig) doneRecorded(node string, want bool) {
+	r.t.Helper()
+	resp, err := r.c.Get(context.Background(), DoneKey(r.ns, node))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !want {
+		if len(resp.Kvs) > 0 {
+			r.t.Fatalf("%s: a completion record %s for a reboot that did not complete in time", node, resp.Kvs[0].Value)
+		}
+		return
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+		r.t.Fatalf("%s: no completion record on a lease after its completion", node)
+	}
+	var d Done
+	if err := json.Unmarshal(resp.Kvs[0].Value, &d); err != nil || !d.Measured() || d.Node != node || d.BootID == "" {
+		r.t.Fatalf("%s: completion record %s (%v): want the node, its new boot and a measured duration", node, resp.Kvs[0].Value, err)
+	}
+	ttl, err := r.c.TimeToLive(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease))
+	if err != nil || ttl.GrantedTTL != 3600 {
+		r.t.Fatalf("%s: completion record's lease %+v (%v), want failure_window_sec 3600", node, ttl, err)
+	}
+	c, err := r.fleet("z", "", time.Minute).CountWithDone(context.Background(), "")
+	if err != nil || len(c.Rollout.Done) != 1 || c.Rollout.Done[0].Node != node {
+		r.t.Fatalf("status's count reads completions %+v (%v), want %s's", c.Rollout.Done, err, node)
+	}
+	// The admission's own count does not: one per node rebooted within the
+	// failure window would grow every admission's read with the fleet.
+	if c, err := r.fleet("z", "", time.Minute).Count(context.Background(), ""); err != nil || len(c.Rollout.Done) != 0 {
+		r.t.Fatalf("the admission's count reads completions %+v (%v)", c.Rollout.Done, err)
 	}
 }
 

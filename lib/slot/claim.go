@@ -121,8 +121,9 @@ func RemoveClaim(stateDir string) error {
 var ErrNotRebooted = errors.New("slot: the reboot slot was taken in this boot: the node has not rebooted yet")
 
 // Completion frees a claimed slot after its node's reboot, and records
-// what the rollout needs to know of it (docs/rollout.md): the wave's
-// completion, or, when the slot had run out, the failure.
+// what the rollout needs to know of it (docs/rollout.md): the completion
+// and its duration, the wave's completion, or, when the slot had run out,
+// the failure.
 type Completion struct {
 	Client *clientv3.Client
 	// NS is the namespace.
@@ -130,7 +131,8 @@ type Completion struct {
 	// BootID is this boot's id.
 	BootID string
 	// WaveBakeSec, when positive, records the completion for the later
-	// waves' bake time; FailureWindowSec is how long a failure counts.
+	// waves' bake time; FailureWindowSec is how long a failure counts,
+	// and how long the completion's record (DoneKey) lives.
 	WaveBakeSec, FailureWindowSec int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -146,7 +148,8 @@ func (x Completion) now() time.Time {
 // Complete frees the claimed slot once the node is back from its reboot
 // (the boot id differs from the claim's): it deletes the slot key and its
 // in-flight record only while the slot is on the claim's lease (a slot
-// another machine wrote under the same name is left alone), then revokes
+// another machine wrote under the same name is left alone), writing the
+// completion's records in the same transaction (records), then revokes
 // the leases. freed says whether the key was deleted; ErrExpired with freed
 // false says the slot had already run out: the reboot did not complete in
 // time, and its in-flight record becomes a failure record (unless an
@@ -170,22 +173,16 @@ func (x Completion) Complete(ctx context.Context, cl Claim) (freed bool, err err
 		then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(InflightKey(x.NS, node)), "=", l.Inflight)},
 			[]clientv3.Op{clientv3.OpDelete(InflightKey(x.NS, node))}, nil))
 	}
-	var bake clientv3.LeaseID
-	if x.WaveBakeSec > 0 {
-		if g, gerr := x.Client.Grant(ctx, int64(max(x.WaveBakeSec, 2))); gerr == nil {
-			bake = g.ID
-			mark, _ := json.Marshal(Mark{Node: node, Group: cl.Group, Wave: cl.Wave, Since: x.now().UTC()})
-			then = append(then, clientv3.OpPut(WaveDoneDir(x.NS)+node, string(mark), clientv3.WithLease(bake)))
-		}
-	}
+	since, _ := time.Parse(time.RFC3339Nano, cl.Since)
+	ops, records := x.records(ctx, node, cl.Group, cl.Wave, since)
+	then = append(then, ops...)
 	resp, err := x.Client.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(cl.Key), "=", l.Slot)).Then(then...).Commit()
 	if err != nil {
+		x.revoke(ctx, records)
 		return false, err
 	}
 	if !resp.Succeeded {
-		if bake != 0 {
-			_, _ = x.Client.Revoke(ctx, bake)
-		}
+		x.revoke(ctx, records)
 		if cerr := x.lateFailure(ctx, cl, node, l.Inflight); cerr != nil {
 			return false, cerr
 		}
@@ -203,6 +200,45 @@ func (x Completion) Complete(ctx context.Context, cl Claim) (freed bool, err err
 		return resp.Succeeded, r
 	}
 	return resp.Succeeded, nil
+}
+
+// records are what a completion writes besides deleting the slot, in the
+// same transaction, each on a lease of its own (returned, to revoke when
+// the transaction fails): the completion for the later waves' bake time
+// (with wave_bake_sec), and the completion itself (DoneKey, on a lease of
+// the failure window) with the reboot's duration since the slot was taken.
+// A lease that cannot be granted leaves its record out: neither is needed
+// for the slot to be freed, and the admission reads no done record.
+func (x Completion) records(ctx context.Context, node, group string, wave int, since time.Time) ([]clientv3.Op, []clientv3.LeaseID) {
+	var ops []clientv3.Op
+	var leases []clientv3.LeaseID
+	at := x.now().UTC()
+	if x.WaveBakeSec > 0 {
+		if g, err := x.Client.Grant(ctx, int64(max(x.WaveBakeSec, 2))); err == nil {
+			mark, _ := json.Marshal(Mark{Node: node, Group: group, Wave: wave, Since: at})
+			ops = append(ops, clientv3.OpPut(WaveDoneDir(x.NS)+node, string(mark), clientv3.WithLease(g.ID)))
+			leases = append(leases, g.ID)
+		}
+	}
+	if g, err := x.Client.Grant(ctx, int64(max(x.FailureWindowSec, 60))); err == nil {
+		d := Done{Node: node, Group: group, Wave: wave, At: at, BootID: x.BootID}
+		if !since.IsZero() {
+			d.Since = since.UTC()
+			if !at.Before(d.Since) {
+				d.DurationMS = at.Sub(d.Since).Milliseconds()
+			}
+		}
+		val, _ := json.Marshal(d)
+		ops = append(ops, clientv3.OpPut(DoneKey(x.NS, node), string(val), clientv3.WithLease(g.ID)))
+		leases = append(leases, g.ID)
+	}
+	return ops, leases
+}
+
+func (x Completion) revoke(ctx context.Context, leases []clientv3.LeaseID) {
+	for _, id := range leases {
+		_ = Free(ctx, x.Client, id)
+	}
 }
 
 // lateFailure turns the in-flight record of a reboot whose slot ran out
@@ -364,20 +400,15 @@ func (x Completion) CompleteByBoot(ctx context.Context, key, bootID, group strin
 			ilease = ikv[0].Lease
 		}
 	}
-	var bake clientv3.LeaseID
-	if x.WaveBakeSec > 0 {
-		if g, gerr := x.Client.Grant(ctx, int64(max(x.WaveBakeSec, 2))); gerr == nil {
-			bake = g.ID
-			mark, _ := json.Marshal(Mark{Node: node, Group: group, Wave: wave, Since: x.now().UTC()})
-			then = append(then, clientv3.OpPut(WaveDoneDir(x.NS)+node, string(mark), clientv3.WithLease(bake)))
-		}
-	}
+	ops, records := x.records(ctx, node, group, wave, p.Since)
+	then = append(then, ops...)
 	t, err := x.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).Then(then...).Commit()
 	if err != nil {
+		x.revoke(ctx, records)
 		return false, err
 	}
-	if !t.Succeeded && bake != 0 {
-		_ = Free(ctx, x.Client, bake)
+	if !t.Succeeded {
+		x.revoke(ctx, records)
 	}
 	if t.Succeeded {
 		for _, id := range []int64{ilease, kv.Lease} {

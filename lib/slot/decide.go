@@ -150,8 +150,15 @@ func (f Fleet) Decide(c Count) Verdict {
 
 // scopes counts the nodes known in this node's group and in the fleet: the
 // health records and the slots, this node included.
-func (f Fleet) scopes(c Count) (group, fleet int) {
-	inGroup, all := map[string]bool{f.Node: true}, map[string]bool{f.Node: true}
+func (f Fleet) scopes(c Count) (group, fleet int) { return f.scopesOf(c, true) }
+
+// scopesOf counts the nodes known in f.Group and in the fleet; self says
+// whether this node is of f.Group.
+func (f Fleet) scopesOf(c Count, self bool) (group, fleet int) {
+	inGroup, all := map[string]bool{}, map[string]bool{f.Node: true}
+	if self {
+		inGroup[f.Node] = true
+	}
 	for _, r := range c.View.Nodes {
 		all[r.Node] = true
 		if r.Group == f.Group {
@@ -170,17 +177,7 @@ func (f Fleet) scopes(c Count) (group, fleet int) {
 // effective is the strictest of this entry point's rules and those the
 // live records and slots carry (docs/rollout.md, "Whose rules").
 func (f Fleet) effective(c Count, groupNodes, fleetNodes int) policy.Effective {
-	e := f.Rules.Resolve(groupNodes, fleetNodes)
-	for _, r := range c.View.Nodes {
-		if r.Rules != nil && r.Node != f.Node {
-			e = e.Stricter(r.Rules.Resolve(groupNodes, fleetNodes), r.Group == f.Group)
-		}
-	}
-	for _, s := range c.Slots {
-		if s.Rules != nil {
-			e = e.Stricter(s.Rules.Resolve(groupNodes, fleetNodes), s.Counts(f.Lock, f.Group))
-		}
-	}
+	e := f.rulesOf(c, f.Rules.Resolve(groupNodes, fleetNodes), groupNodes, fleetNodes)
 	// The numbers older slots and the line's seats carry.
 	if c.SeatMax > 0 && c.SeatMax < e.MaxHolders {
 		e.MaxHolders = c.SeatMax
@@ -191,6 +188,70 @@ func (f Fleet) effective(c Count, groupNodes, fleetNodes int) policy.Effective {
 	e.MaxTotal = smallestOn(e.MaxTotal, c.SlotMaxTotal)
 	e.MaxHolders = max(1, e.MaxHolders)
 	return e
+}
+
+// rulesOf is the strictest of e (this entry point's rules) and the rules
+// the live records and slots carry, for f.Group.
+func (f Fleet) rulesOf(c Count, e policy.Effective, groupNodes, fleetNodes int) policy.Effective {
+	for _, r := range c.View.Nodes {
+		if r.Rules != nil && r.Node != f.Node {
+			e = e.Stricter(r.Rules.Resolve(groupNodes, fleetNodes), r.Group == f.Group)
+		}
+	}
+	for _, s := range c.Slots {
+		if s.Rules != nil {
+			e = e.Stricter(s.Rules.Resolve(groupNodes, fleetNodes), s.Counts(f.Lock, f.Group))
+		}
+	}
+	return e
+}
+
+// RulesFor are the effective rules of group as the count shows them, and
+// the group's node count its percentages were resolved against: for this
+// node's group, the admission's own (Decide's Verdict.Rules); for another
+// group, the strictest of the rules its live records and slots carry (this
+// entry point's own group rules only when none carries any: they are its
+// group's) and the fleet's rules of every record and slot; its line's
+// seats are not in the count. For the rollout's estimate: no admission
+// decides on it.
+func (f Fleet) RulesFor(c Count, group string) (e policy.Effective, groupNodes int) {
+	if group == f.Group {
+		groupNodes, fleetNodes := f.scopes(c)
+		return f.effective(c, groupNodes, fleetNodes), groupNodes
+	}
+	g := f
+	g.Group = group
+	groupNodes, fleetNodes := g.scopesOf(c, false)
+	base := f.Rules.Resolve(groupNodes, fleetNodes)
+	if o := groupRules(c, f.Lock, group); o != nil {
+		r := o.Resolve(groupNodes, fleetNodes)
+		base.MaxHolders, base.MinIntervalSec = r.MaxHolders, r.MinIntervalSec
+	}
+	e = g.rulesOf(c, base, groupNodes, fleetNodes)
+	for _, s := range c.Slots {
+		if s.Counts(f.Lock, group) && s.MaxHolders > 0 && s.MaxHolders < e.MaxHolders {
+			e.MaxHolders = s.MaxHolders
+		}
+	}
+	e.MaxTotal = smallestOn(e.MaxTotal, c.SlotMaxTotal)
+	e.MaxHolders = max(1, e.MaxHolders)
+	return e, groupNodes
+}
+
+// groupRules are the rules of the first live record, else slot, of group
+// that carries any (nil: none).
+func groupRules(c Count, lock, group string) *policy.Rules {
+	for _, r := range c.View.Nodes {
+		if r.Group == group && r.Rules != nil {
+			return r.Rules
+		}
+	}
+	for _, s := range c.Slots {
+		if s.Bound && s.Lock == lock && s.Group == group && s.Rules != nil {
+			return s.Rules
+		}
+	}
+	return nil
 }
 
 // mineConflict names a slot under this node's name that is not this
@@ -254,6 +315,28 @@ func (f Fleet) Failures(c Count, e policy.Effective) []Failure {
 	if c.Rollout.Ack != nil {
 		ackRev = c.Rollout.Ack.Revision
 	}
+	all := failuresAfter(c, ackRev)
+	seen := map[string]bool{}
+	out := []Failure{}
+	for _, x := range all {
+		if seen[x.Node] || (e.FailureScope == config.ScopeGroup && x.Group != f.Group) {
+			continue
+		}
+		seen[x.Node] = true
+		out = append(out, x)
+	}
+	return out
+}
+
+// FailuresInWindow are every failure the count sees, of every node and
+// scope, acknowledged by a resume or not, oldest first: what happened
+// within the failure window (each record lives that long), for
+// `clusterrebootd report`. The budget counts Failures.
+func FailuresInWindow(c Count) []Failure { return failuresAfter(c, 0) }
+
+// failuresAfter are the failure records and the in-flight records without
+// their slot created after revision ackRev, oldest first.
+func failuresAfter(c Count, ackRev int64) []Failure {
 	slots := map[string]int64{}
 	for _, s := range c.Slots {
 		slots[s.Node] = s.Lease
@@ -283,16 +366,7 @@ func (f Fleet) Failures(c Count, e policy.Effective) []Failure {
 			Detail: fmt.Sprintf("its reboot slot (taken %s by the %s, reboot_slot_ttl_sec %d) ran out before it completed", stamp(in.Since), orUnknown(in.Via), in.TTLSec)})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].CreateRevision < all[j].CreateRevision })
-	seen := map[string]bool{}
-	out := []Failure{}
-	for _, x := range all {
-		if seen[x.Node] || (e.FailureScope == config.ScopeGroup && x.Group != f.Group) {
-			continue
-		}
-		seen[x.Node] = true
-		out = append(out, x)
-	}
-	return out
+	return all
 }
 
 // waves: a node of wave k waits for every lower wave (docs/rollout.md,

@@ -180,7 +180,16 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 		clientv3.OpGet(PauseKey(f.NS)),
 		clientv3.OpGet(HoldsDir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(RequestKey(f.NS, f.Node)),
-		clientv3.OpGet(RolloutDir(f.NS), clientv3.WithPrefix()),
+		// The rollout's records the rules decide on, each its own range:
+		// not the completions (<ns>rollout/done/), one per node rebooted
+		// within the failure window, which only status and report read.
+		clientv3.OpGet(HaltKey(f.NS)),
+		clientv3.OpGet(AckKey(f.NS)),
+		clientv3.OpGet(InflightDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(FailuresDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(PacedDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(StartsDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(WaveDoneDir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(QueueDir(f.NS), clientv3.WithPrefix(), byCreate),
 	).Commit()
 	if err != nil {
@@ -201,8 +210,12 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 		c.Request = &r[0]
 		c.View.Requests = r
 	}
-	c.Rollout = parseRollout(f.NS, kvs(6))
-	c.Tickets = parseTickets(f.NS, kvs(7))
+	var rollout []*mvccpb.KeyValue
+	for i := 6; i <= 12; i++ {
+		rollout = append(rollout, kvs(i)...)
+	}
+	c.Rollout = parseRollout(f.NS, rollout)
+	c.Tickets = parseTickets(f.NS, kvs(13))
 	if len(k.maxSeen) > 1 {
 		for n := range k.maxSeen {
 			c.Disagree = append(c.Disagree, n)
@@ -211,6 +224,25 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 	}
 	sort.SliceStable(c.Members[1:], func(i, j int) bool { return c.Members[1+i].Node < c.Members[1+j].Node })
 	sort.SliceStable(c.Total[1:], func(i, j int) bool { return c.Total[1+i].Node < c.Total[1+j].Node })
+	return c, nil
+}
+
+// CountWithDone is Count plus the completions within the failure window
+// (<ns>rollout/done/), in the same transaction's revision order: for status
+// and report, which show the rollout's progress. The admission does not
+// read them.
+func (f Fleet) CountWithDone(ctx context.Context, seat string) (Count, error) {
+	c, err := f.Count(ctx, seat)
+	if err != nil {
+		return c, err
+	}
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	resp, err := f.Client.Get(rctx, DoneDir(f.NS), clientv3.WithPrefix(), clientv3.WithRev(c.Revision))
+	if err != nil {
+		return c, err
+	}
+	c.Rollout.Done = parseRollout(f.NS, resp.Kvs).Done
 	return c, nil
 }
 

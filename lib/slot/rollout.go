@@ -46,6 +46,12 @@ func StartsDir(ns string) string { return RolloutDir(ns) + "starts/" }
 // <ns>rollout/wavedone/.
 func WaveDoneDir(ns string) string { return RolloutDir(ns) + "wavedone/" }
 
+// DoneDir holds the recent completions, one per node: <ns>rollout/done/.
+func DoneDir(ns string) string { return RolloutDir(ns) + "done/" }
+
+// DoneKey is node's last completed reboot.
+func DoneKey(ns, node string) string { return DoneDir(ns) + node }
+
 // QueueDir holds the tickets of the nodes waiting for the fleet's budget:
 // <ns>queue/.
 func QueueDir(ns string) string { return ns + "queue/" }
@@ -150,6 +156,30 @@ type Ticket struct {
 	Lease          int64     `json:"-"`
 }
 
+// Done is a node's last completed reboot (DoneKey's value), on a lease of
+// failure_window_sec: written by the completion in the transaction that
+// deletes the slot. The admission does not read it; `clusterrebootd status`
+// counts the node as done and measures the reboot's duration from it, and
+// `clusterrebootd report` shows it as the node's last reboot.
+type Done struct {
+	Node  string `json:"node"`
+	Group string `json:"group"`
+	Wave  int    `json:"wave,omitempty"`
+	// Since is when the slot was taken (zero: unknown, a slot of an older
+	// version), At when the completion freed it; DurationMS is At - Since,
+	// by the completing node's clock (0 when Since is unknown).
+	Since      time.Time `json:"since,omitzero"`
+	At         time.Time `json:"at"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	// BootID is the boot the node came back in.
+	BootID string `json:"boot_id,omitempty"`
+	// Key is the record as read.
+	Key string `json:"-"`
+}
+
+// Measured reports whether the reboot's duration is known.
+func (d Done) Measured() bool { return !d.Since.IsZero() && !d.At.IsZero() && !d.At.Before(d.Since) }
+
 // Rollout is everything under <ns>rollout/ at one revision.
 type Rollout struct {
 	Inflight []Inflight
@@ -162,6 +192,8 @@ type Rollout struct {
 	Paced          []Mark
 	Starts         []Mark
 	WaveDone       []Mark
+	// Done are the completions within the failure window, one per node.
+	Done []Done
 }
 
 // parseRollout sorts the keys under <ns>rollout/ into their records. A value
@@ -201,6 +233,13 @@ func parseRollout(ns string, kvs []*mvccpb.KeyValue) Rollout {
 			r.Starts = append(r.Starts, parseMark(key, StartsDir(ns), kv))
 		case strings.HasPrefix(key, WaveDoneDir(ns)):
 			r.WaveDone = append(r.WaveDone, parseMark(key, WaveDoneDir(ns), kv))
+		case strings.HasPrefix(key, DoneDir(ns)):
+			// An unreadable one is a completion of an unknown time: the
+			// node counts as done, nothing is measured.
+			var d Done
+			_ = json.Unmarshal(kv.Value, &d)
+			d.Node, d.Key = strings.TrimPrefix(key, DoneDir(ns)), key
+			r.Done = append(r.Done, d)
 		}
 	}
 	return r

@@ -8,6 +8,7 @@
 //	clusterrebootd [run] [--config FILE] [--dry-run] [--once] [--crd-lock PATH]
 //	clusterrebootd simulate [--config FILE] [--crd-lock PATH]
 //	clusterrebootd status [--config FILE] [--format text|json]
+//	clusterrebootd report [--config FILE] [--format json|csv|text]
 //	clusterrebootd validate-config [--config FILE]
 //	clusterrebootd version [--format text|json]
 //	clusterrebootd pause --reason TEXT
@@ -22,7 +23,9 @@
 // hooks, reboot command) in a short-lived child. --once runs one cycle and
 // exits with its result. simulate runs one cycle with dry_run forced and
 // changes nothing, printing each step's decision. status shows the cluster
-// from etcd and this node's local state. pause/resume set and clear the
+// from etcd and this node's local state, and the rollout: the nodes per
+// wave and group and an estimate of its end. report lists every node the
+// cluster knows, one row each, for compliance (JSON, CSV or text). pause/resume set and clear the
 // cluster-wide kill switch; resume --local clears this node's reboot_loop
 // block. Operations: docs/daemon.md.
 //
@@ -33,7 +36,8 @@
 // run), 1 no reboot needed, otherwise the code of the step that blocked: 3
 // health or policy, 4 lock, 5 window, 6 kill switch or pause, 7 etcd, 8
 // detector, 9 hook or reboot command, 10 reboot loop, 130 interrupted.
-// validate-config: 0 valid, 2 invalid. status/pause/resume: 0, or 7 etcd.
+// validate-config: 0 valid, 2 invalid. status/report/pause/resume: 0, 2
+// configuration or usage, or 7 etcd.
 //
 // Example:
 //
@@ -52,7 +56,10 @@ const commands = `Usage: clusterrebootd [COMMAND] [flags]
 Commands:
   run              the daemon (the default command): a cycle every check_interval_sec
   simulate         one full cycle against the real cluster, reboot nothing, show each step's decision
-  status           the cluster at a glance: lock holder and waiters, nodes, who is rebooting, pause
+  status           the cluster at a glance: lock holder and waiters, nodes, who is rebooting, pause,
+                   the rollout per wave and group and an estimate of its end
+  report           one row per node for compliance (--format json, csv or text): reboot needed since,
+                   last reboot, running and installed kernel, uptime, state, failures
   validate-config  check the configuration and list every problem
   version          version, commit, Go version, build date
   pause, resume    set or clear the cluster-wide kill switch; resume --reason T also ends a rollout

@@ -304,6 +304,7 @@ func (r statusResult) Text(w io.Writer) error {
 			}
 		}
 		report.Line(w, "next admission", next)
+		rolloutText(w, ro, r.View)
 	}
 	if r.Lock != nil {
 		report.Line(w, "lock", r.Lock.Key)

@@ -25,6 +25,8 @@ type base struct {
 	crdLock string
 	root    string
 	format  report.Format
+	// formats are the command's formats besides json and text (report: csv).
+	formats []report.Format
 	// The flags of one command or another (tree.go).
 	reason                  string
 	local                   bool
@@ -51,7 +53,7 @@ func (b *base) parse(args []string, stdout io.Writer) error {
 		}
 		return err
 	}
-	f, err := b.c.Output(stdout)
+	f, err := b.c.Output(stdout, b.formats...)
 	if err != nil {
 		writeError(stdout, err)
 		return err

@@ -27,6 +27,7 @@ func Tree(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 	run := newRunBase("run", stdout)
 	simulate := newRunBase("simulate", stdout)
 	status := newBase("status", stdout, true)
+	rep := newReportBase(stdout)
 	validate := newBase("validate-config", stdout, true)
 	ver := newBase("version", stdout, false)
 	pause, resume := newPauseBase(stdout, true), newPauseBase(stdout, false)
@@ -51,6 +52,8 @@ func Tree(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			}},
 		{Name: "status", ShortHelp: "the cluster at a glance", FlagSet: status.fs,
 			Exec: func(ctx context.Context, args []string) error { return statusCmd(ctx, status, args, stdout, stderr) }},
+		{Name: "report", ShortHelp: "one row per node for compliance: reboot needed since, last reboot, kernels, uptime, failures", FlagSet: rep.fs,
+			Exec: func(ctx context.Context, args []string) error { return reportCmd(ctx, rep, args, stdout, stderr) }},
 		{Name: "validate-config", ShortHelp: "check the configuration and list every problem", FlagSet: validate.fs,
 			Exec: func(ctx context.Context, args []string) error { return validateCmd(validate, args, stdout, stderr) }},
 		{Name: "version", ShortHelp: "version, commit, Go version, build date", FlagSet: ver.fs,
@@ -83,7 +86,7 @@ func Tree(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 // command.
 func runRoot(ctx context.Context, run *base, args []string, stdout, stderr io.Writer) error {
 	if _, rest := cli.SplitShared(args); len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, validate-config, version, pause, resume, hold, release-hold or request", rest[0])
+		err := exitcode.Errorf(exitcode.Config, "clusterrebootd: unknown command %q; use run, simulate, status, report, validate-config, version, pause, resume, hold, release-hold or request", rest[0])
 		writeError(stdout, err)
 		return err
 	}
