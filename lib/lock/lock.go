@@ -92,7 +92,7 @@ const Recheck = 30 * time.Second
 // writes (docs/cluster-protocol.md, "Versions"): a reader accepts any
 // version and ignores fields it does not know; an annotation it cannot
 // decode allows one holder.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // Annotation is the JSON value of a lock entry.
 type Annotation struct {

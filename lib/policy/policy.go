@@ -37,7 +37,7 @@ const (
 // paused). A change older readers would misread moves to a new key prefix
 // instead (docs/cluster-protocol.md, "Versions"). A value without "v" was
 // written before versions were numbered and reads as version 0.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // NodeRecord is one node's published health record (<ns>nodes/<node>). It
 // lives on a lease of a few publish intervals, so a node that stops
