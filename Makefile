@@ -54,8 +54,9 @@ test: $(TEST_TARGETS)
 unit:
 	$(GO) test -race -count=1 ./lib/... ./driver/... ./cmd/...
 
-# zsh and fish check the generated completions (bash is always there).
-testscript: testscript-apt
+# zsh and fish check the generated completions (bash is always there); the
+# scripts that count etcd's requests start the etcd binary (etcd-start -binary).
+testscript: testscript-apt $(ETCD_BIN)
 	$(GO) test -count=1 ./testscripts/...
 
 .PHONY: testscript-apt

@@ -60,7 +60,10 @@ func Params(dir string) testscript.Params {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode":      cmdExitcode,
 			"etcd-start":    CmdEtcdStart,
+			"etcd-requests": CmdEtcdRequests,
 			"waitfile":      CmdWaitFile,
+			"free-port":     cmdFreePort,
+			"wait-listen":   cmdWaitListen,
 			"webhook-start": CmdWebhookStart,
 			// monitoring_*.txtar: a real Alertmanager (monitoring_test.go).
 			"alertmanager-start": CmdAlertmanagerStart,
@@ -77,7 +80,11 @@ func Params(dir string) testscript.Params {
 		},
 		// [root]: the script runs as root (it chowns files to other users).
 		// [monitoring]: Prometheus and Alertmanager are installed (prometheus_test.go).
+		// [etcd-binary]: an etcd server binary for etcd-start -binary (etcd_test.go).
 		Condition: func(cond string) (bool, error) {
+			if cond == "etcd-binary" {
+				return etcdBinary() != "", nil
+			}
 			if ok, handled := monitoringCondition(cond); handled {
 				return ok, nil
 			}
