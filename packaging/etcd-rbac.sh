@@ -130,6 +130,7 @@ valid_name() { # a node_name: 1 to 253 letters, digits, '.', '_', '-', starting 
 }
 for node in "$@"; do
 	valid_name "$node" || { echo "etcd-rbac.sh: $node is not a node_name (letters, digits, '.', '_', '-', starting with a letter or digit)" >&2; exit 2; }
+	valid_name "$user_prefix$node" || { echo "etcd-rbac.sh: --user-prefix $user_prefix: use letters, digits, '.', '_', '-'" >&2; exit 2; }
 done
 for user in $operators $fleetlocks; do
 	valid_name "$user" || { echo "etcd-rbac.sh: user $user: use letters, digits, '.', '_', '-'" >&2; exit 2; }
@@ -225,6 +226,20 @@ fleetlock_perms() {
 	echo "readwrite key ${ns}rollout/halted"
 	echo "readwrite prefix $lock_key/"
 }
+
+# Nothing is changed when a role or user exists (without --replace): each
+# is checked before the first is created.
+if [ -z "$replace" ]; then
+	for node in "$@"; do
+		! exists role "clusterrebootd-node-$node" || die "role clusterrebootd-node-$node exists: rerun with --replace to create it again with exactly these permissions"
+		! exists user "$user_prefix$node" || die "user $user_prefix$node exists: rerun with --replace to grant it its role again (its password is kept)"
+	done
+	[ -z "$operators" ] || ! exists role clusterrebootd-operator || die "role clusterrebootd-operator exists: rerun with --replace"
+	[ -z "$fleetlocks" ] || ! exists role clusterrebootd-fleetlock || die "role clusterrebootd-fleetlock exists: rerun with --replace"
+	for u in $operators $fleetlocks; do
+		! exists user "$u" || die "user $u exists: rerun with --replace to grant it its role again (its password is kept)"
+	done
+fi
 
 [ -z "$print" ] || echo "# clusterrebootd etcd roles for namespace $ns, lock_key $lock_key (packaging/etcd-rbac.sh)"
 for node in "$@"; do
