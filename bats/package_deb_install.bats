@@ -46,6 +46,8 @@ pkg_status() { in_root dpkg-query -W -f '${db:Status-Abbrev}${Version}' clusterr
 	[ -f "$R/usr/share/doc/clusterrebootd/config.yaml" ]
 	[ "$(stat -c '%a %U' "$R/usr/share/clusterrebootd/clusterrebootd-dashboard.json")" = "644 root" ]
 	[ "$(stat -c '%a %U' "$R/usr/share/clusterrebootd/clusterrebootd-alerts.yaml")" = "644 root" ]
+	[ "$(stat -c '%a %U' "$R/usr/share/clusterrebootd/etcd-rbac.sh")" = "755 root" ]
+	"$R/usr/share/clusterrebootd/etcd-rbac.sh" --print node-1 | grep '^etcdctl role add clusterrebootd-node-node-1$' >/dev/null
 	# postinst ran systemd-tmpfiles --create.
 	[ "$(stat -c '%a %U' "$R/run/clusterrebootd")" = "750 root" ]
 	# Installed, never enabled or started.

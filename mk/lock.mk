@@ -4,13 +4,15 @@
 # packaged service is never used.
 #
 #   make test-lock-integration   lib/etcd + lib/lock scenarios, the crd-lock
-#                                testscripts and the daemon's steps (publish,
-#                                cycle, complete), once per server binary
+#                                testscripts (with the per-node etcd roles of
+#                                packaging/etcd-rbac.sh, which need etcdctl) and
+#                                the daemon's steps (publish, cycle, complete),
+#                                once per server binary
 
 LOCK_IT_PKGS := ./lib/etcd/... ./lib/lock/...
 
 .PHONY: test-lock-integration
-test-lock-integration: $(ETCD_BIN) etcd-debian
+test-lock-integration: $(ETCD_BIN) $(ETCDCTL_BIN) etcd-debian
 	@for bin in $(ETCD_BIN) $(ETCD_DEBIAN); do \
 	  echo "test-lock-integration: against $$bin ($$($$bin --version | sed -n 1p))"; \
 	  CRD_TEST_ETCD=$$bin $(GO) test -race -count=1 $(LOCK_IT_PKGS) || exit 1; \

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -76,16 +77,27 @@ func Params(dir string) testscript.Params {
 			// and $WORK/config.d/*.yaml are its drop-ins).
 			def := env.WorkDir + "/default-config.yaml"
 			env.Setenv("CRD_CONFIG", def)
+			// $REPO: the source tree, for scripts that run what it ships
+			// (packaging/etcd-rbac.sh).
+			repo, err := filepath.Abs("..")
+			if err != nil {
+				return err
+			}
+			env.Setenv("REPO", repo)
 			return os.WriteFile(def, nil, 0o644)
 		},
 		// [root]: the script runs as root (it chowns files to other users).
 		// [monitoring]: Prometheus and Alertmanager are installed (prometheus_test.go).
 		// [etcd-binary]: an etcd server binary for etcd-start -binary (etcd_test.go).
+		// [etcdctl], [etcd-3.4]: see etcdCondition (etcd_test.go).
 		Condition: func(cond string) (bool, error) {
 			if cond == "etcd-binary" {
 				return etcdBinary() != "", nil
 			}
 			if ok, handled := monitoringCondition(cond); handled {
+				return ok, nil
+			}
+			if ok, handled := etcdCondition(cond); handled {
 				return ok, nil
 			}
 			if cond == "monitoring" {

@@ -297,7 +297,8 @@ func (c Class) hint() string {
 	case ClassAuth:
 		return "check etcd_username and etcd_password_file"
 	case ClassPermission:
-		return "grant the etcd role read/write on etcd_namespace (see docs/security.md)"
+		return "the etcd user's role does not cover this key: with per-node roles (packaging/etcd-rbac.sh) a node writes only its own keys, " +
+			"and pause, resume, hold and request need the operator's user (--config naming its credentials); see docs/security.md"
 	default:
 		return "check the etcd cluster's health"
 	}
