@@ -250,6 +250,32 @@ func TestWatchStopsChild(t *testing.T) {
 			t.Fatalf("got %s: %s", out.Reason, out.Detail)
 		}
 	})
+	// An operator's request stands in for the detectors while the child
+	// waits, and an emergency one for the windows: neither stops it.
+	t.Run("requested, emergency: not stopped", func(t *testing.T) {
+		w := newWorld(t)
+		w.child.answers[StepCycle] = answer{block: true, blockJSON: `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted","outcome":"blocked","reason":"interrupted"}`}
+		w.child.started = make(chan struct{})
+		node := testConfig(w).NodeName
+		req := `{"node":"` + node + `","now":true,"reason":"CVE","by":"op","since":"2026-11-29T02:00:00Z"}`
+		w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"request":` + req + `}`}
+		d := newDriver(t, w, testConfig(w), nil)
+		d.WatchEvery = time.Millisecond
+		d.SetView(policy.View{}) // stale: the cycle publishes, and reads the request
+
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-w.child.started
+			w.detect.set(false)
+			w.windows.setOpen(false)
+			time.Sleep(50 * time.Millisecond) // fifty watch periods
+			cancel()
+		}()
+		out := d.RunOnce(ctx, Mode{})
+		if out.Reason != ReasonInterrupted {
+			t.Fatalf("got %s: %s; the request and --now must keep the child waiting (steps %q)", out.Reason, out.Detail, w.child.steps())
+		}
+	})
 	t.Run("daemon stopping", func(t *testing.T) {
 		w := newWorld(t)
 		w.child.answers[StepCycle] = answer{block: true}

@@ -164,12 +164,16 @@ func (d *Driver) watchLocal(ctx context.Context, cfg config.Config, stop func(re
 			stop(ReasonKillSwitch, "kill switch "+cfg.KillSwitchFile+" was set: "+reason)
 			return
 		}
-		if dec, err := d.deps.Windows.At(cfg, d.deps.Now()); err == nil && !dec.Open {
+		// An operator's request (as the last publication read it) stands in
+		// for the detectors, and an emergency one for the windows, as the
+		// checks under the lock do.
+		req := d.View().Requested(cfg.NodeName)
+		if dec, err := d.deps.Windows.At(cfg, d.deps.Now()); err == nil && !dec.Open && (req == nil || !req.Now) {
 			stop(ReasonWindow, "the window closed: "+dec.Reason)
 			return
 		}
 		rep := d.deps.Detect.Detect(ctx, cfg)
-		if rep.Err == nil && !rep.RebootRequired && !errors.Is(ctx.Err(), context.Canceled) {
+		if rep.Err == nil && !rep.RebootRequired && req == nil && !errors.Is(ctx.Err(), context.Canceled) {
 			d.setRequired(false, d.deps.Now())
 			stop(ReasonNotNeeded, "a reboot is no longer needed")
 			return

@@ -99,6 +99,12 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 // stepWindow is step 3: the maintenance windows. It reports whether the
 // cycle stops here.
 func (d *Driver) stepWindow(cfg config.Config, now time.Time, out *Outcome) bool {
+	if r := d.View().Requested(cfg.NodeName); r != nil && r.Now {
+		// An emergency reboot (request --now): every rule but the windows.
+		out.step(3, "window", DecisionPass, "", fmt.Sprintf("emergency reboot requested by %s since %s (%s): the windows are not checked",
+			r.By, r.Since.UTC().Format(time.RFC3339), r.Reason))
+		return false
+	}
 	dec, err := d.deps.Windows.At(cfg, now)
 	if err != nil {
 		out.block(3, "window", ReasonWindow, err.Error())
