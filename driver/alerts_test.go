@@ -60,7 +60,7 @@ func TestRealGateAlertsChild(t *testing.T) {
 				child.answers[StepAlerts] = *tt.answer
 			}
 			g := RealGate{Runner: proc.Exec{}, Child: child}
-			r := g.Check(context.Background(), tt.cfg(), tt.phase, policy.View{})
+			r := g.Check(context.Background(), tt.cfg(), tt.phase, policy.Summary{})
 			if exitcode.CodeOf(r.Err()) != tt.code || r.Reason != tt.reason {
 				t.Errorf("gate = %v, %q; want %v, %q", r.Err(), r.Reason, tt.code, tt.reason)
 			}

@@ -28,6 +28,9 @@ type Driver struct {
 	mu      sync.Mutex
 	cfg     config.Config
 	view    policy.View
+	// summary is the last summary read (policy.Summary): what the
+	// pre-lock and post-reboot decisions use of the fleet.
+	summary policy.Summary
 	status  Status
 	attempt int
 	post    postProgress
@@ -87,6 +90,7 @@ func (d *Driver) SetView(v policy.View) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.view = v
+	d.summary = v.Summarize(d.cfg.NodeName, d.cfg.ClusterPolicies.FallbackNodes)
 }
 
 // PublishedAt is when this node's health record was last published.
@@ -107,8 +111,12 @@ func (d *Driver) published(res PublishResult, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.publishedAt = at
+	if res.Summary != nil {
+		d.summary = *res.Summary
+	}
 	if res.View != nil {
 		d.view = *res.View
+		d.summary = res.View.Summarize(d.cfg.NodeName, d.cfg.ClusterPolicies.FallbackNodes)
 		return
 	}
 	d.view.Paused = res.Paused
@@ -141,15 +149,17 @@ func replaceOverride(list []policy.Override, node string, o *policy.Override) []
 	return out
 }
 
-// viewFor returns the last cluster view for a decision that uses it (a
-// built-in policy, or the health script's CLUSTER_SIZE), read again first
-// when it is older than one publish interval: idle publications do not
-// read it (docs/cluster-protocol.md), so only a node that is about to
-// decide pays for the view, at most once an interval. A simulation reads
-// it with the status step, which writes nothing.
-func (d *Driver) viewFor(ctx context.Context, cfg config.Config, mode Mode, now time.Time, used bool) policy.View {
-	if !used || !d.viewStale(cfg, now) {
-		return d.View()
+// summaryFor returns the last cluster summary for a decision that uses it
+// (a built-in policy, or the health script's CLUSTER_SIZE), read again first
+// when it is older than one publish interval: idle publications do not read
+// it (docs/cluster-protocol.md), so only a node that is about to decide
+// pays for it, at most once an interval, and what it reads does not grow
+// with the fleet (lib/slot.Summary, the index; docs/scaling.md). A
+// simulation reads the whole view with the status step, which writes
+// nothing.
+func (d *Driver) summaryFor(ctx context.Context, cfg config.Config, mode Mode, now time.Time, used bool) policy.Summary {
+	if !used || !d.summaryStale(cfg, now) {
+		return d.Summary()
 	}
 	var err error
 	if mode.Simulate {
@@ -158,9 +168,16 @@ func (d *Driver) viewFor(ctx context.Context, cfg config.Config, mode Mode, now 
 		err = d.publish(ctx, true)
 	}
 	if err != nil {
-		d.log.Warn("cannot refresh the cluster view before the policy check", "event", "publish_failed", "error", err)
+		d.log.Warn("cannot refresh the cluster's summary before the policy check", "event", "publish_failed", "error", err)
 	}
-	return d.View()
+	return d.Summary()
+}
+
+// Summary returns the last cluster summary read.
+func (d *Driver) Summary() policy.Summary {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.summary
 }
 
 // readView reads the view through the status step (no write).
@@ -272,9 +289,9 @@ func (d *Driver) setRequired(required bool, now time.Time) {
 	}
 }
 
-func (d *Driver) viewStale(cfg config.Config, now time.Time) bool {
-	v := d.View()
-	return v.ReadAt.IsZero() || now.Sub(v.ReadAt) > time.Duration(cfg.HealthPublishIntervalSec)*time.Second
+func (d *Driver) summaryStale(cfg config.Config, now time.Time) bool {
+	s := d.Summary()
+	return s.ReadAt.IsZero() || now.Sub(s.ReadAt) > time.Duration(cfg.HealthPublishIntervalSec)*time.Second
 }
 
 func (d *Driver) countHealth(r gate.Result) {

@@ -323,6 +323,7 @@ func TestPublish(t *testing.T) {
 // it is older than one publish interval; nothing else does.
 func TestViewReadOnlyWhenUsed(t *testing.T) {
 	const withView = `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-a","state":"needs_reboot"},{"node":"node-c","state":"idle"}],"rebooting":[],"read_at":"2026-11-29T02:59:00Z"}}`
+	const withSummary = `{"tool":"crd-lock","exit_code":0,"summary":{"cluster_size":2,"healthy_others":1,"fallback_up":[],"read_at":"2026-11-29T02:59:00Z"}}`
 	old := policy.View{Nodes: []policy.NodeRecord{{Node: "node-b", State: policy.StateIdle}}, ReadAt: testNow.Add(-10 * time.Minute)}
 	t.Run("idle publication: pause only", func(t *testing.T) {
 		w := newWorld(t)
@@ -369,7 +370,7 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 			if tt.policies {
 				cfg.ClusterPolicies.MinHealthyAbsolute = 1
 			}
-			w.child.answers[StepPublish] = answer{json: withView}
+			w.child.answers[StepPublish] = answer{json: withSummary}
 			w.child.answers[StepCycle] = answer{json: dryRunJSON}
 			d := newDriver(t, w, cfg, nil)
 			d.SetView(policy.View{Nodes: []policy.NodeRecord{{Node: "node-b", State: policy.StateIdle}}, ReadAt: testNow.Add(-tt.viewAge)})
@@ -382,11 +383,11 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 				t.Fatalf("child steps %v, want %v (%s/%s: %s)", w.child.steps(), want, out.Action, out.Reason, out.Detail)
 			}
 			if tt.readsView {
-				if !slices.Contains(w.child.args[0], "--read-view") {
-					t.Errorf("refresh without --read-view: %q", w.child.args[0])
+				if !slices.Contains(w.child.args[0], "--read-summary") || slices.Contains(w.child.args[0], "--read-view") {
+					t.Errorf("refresh without --read-summary, or with the whole view: %q", w.child.args[0])
 				}
-				if got := w.gate.views[0].Members("node-a"); !slices.Equal(got, []string{"node-a", "node-c"}) {
-					t.Errorf("the gate saw members %v, want those of the view just read", got)
+				if got := w.gate.sums[0]; got.ClusterSize != 2 {
+					t.Errorf("the gate saw %+v, want the summary just read (2 nodes)", got)
 				}
 			}
 		})
@@ -401,23 +402,23 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 		if got := w.child.steps(); !slices.Equal(got, []string{StepStatus, StepCycle}) {
 			t.Fatalf("child steps %v, want status (no publication), then cycle", got)
 		}
-		if len(w.gate.views) != 1 || len(w.gate.views[0].Nodes) != 2 {
-			t.Errorf("pre-lock gate saw %+v, want the view status read", w.gate.views)
+		if len(w.gate.sums) != 1 || w.gate.sums[0].ClusterSize != 2 {
+			t.Errorf("pre-lock gate saw %+v, want the view status read (node-a and node-c)", w.gate.sums)
 		}
 	})
 	t.Run("after a reboot: the gate's CLUSTER_SIZE", func(t *testing.T) {
 		w := newWorld(t)
 		writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 		w.detect.required = false
-		w.child.answers[StepPublish] = answer{json: withView}
+		w.child.answers[StepPublish] = answer{json: withSummary}
 		d := newDriver(t, w, testConfig(w), nil)
 		d.SetView(policy.View{})
 		d.RunOnce(context.Background(), Mode{})
-		if steps := w.child.steps(); len(steps) == 0 || steps[0] != StepPublish || !slices.Contains(w.child.args[0], "--read-view") {
-			t.Fatalf("child steps %v %q, want a publication with --read-view first", steps, w.child.args)
+		if steps := w.child.steps(); len(steps) == 0 || steps[0] != StepPublish || !slices.Contains(w.child.args[0], "--read-summary") {
+			t.Fatalf("child steps %v %q, want a publication with --read-summary first", steps, w.child.args)
 		}
-		if len(w.gate.phases) != 1 || w.gate.phases[0] != "post-reboot" || len(w.gate.views[0].Nodes) != 2 {
-			t.Errorf("post-reboot gate: phases %v, view %+v", w.gate.phases, w.gate.views)
+		if len(w.gate.phases) != 1 || w.gate.phases[0] != "post-reboot" || w.gate.sums[0].ClusterSize != 2 {
+			t.Errorf("post-reboot gate: phases %v, summary %+v", w.gate.phases, w.gate.sums)
 		}
 	})
 }

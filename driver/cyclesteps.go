@@ -125,14 +125,14 @@ func (d *Driver) stepWindow(cfg config.Config, now time.Time, out *Outcome) bool
 // stepPolicyGate is step 4: the built-in policies on the last view, then the
 // health gate in phase pre-lock. It reports whether the cycle stops here.
 func (d *Driver) stepPolicyGate(ctx context.Context, cfg config.Config, mode Mode, now time.Time, out *Outcome) bool {
-	view := d.viewFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
-	pd := policy.Evaluate(view, cfg.NodeName, cfg.ClusterPolicies)
+	sum := d.summaryFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
+	pd := policy.EvaluateSummary(sum, cfg.NodeName, cfg.ClusterPolicies)
 	if !pd.Allowed {
 		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)
 		return true
 	}
 	out.step(4, "policy", DecisionPass, "", pd.Reason)
-	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, view)
+	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, sum)
 	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
 		// Not an answer of the script: neither counted nor logged as unhealthy.
 		out.block(4, "health", ReasonInterrupted, "stopped during the health check")

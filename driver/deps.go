@@ -29,7 +29,7 @@ type Windows interface {
 
 // Gate runs the health script in a phase, with the cluster view's size.
 type Gate interface {
-	Check(ctx context.Context, cfg config.Config, phase string, view policy.View) gate.Result
+	Check(ctx context.Context, cfg config.Config, phase string, sum policy.Summary) gate.Result
 }
 
 // Hooks runs post_reboot_hooks.
@@ -151,12 +151,12 @@ type RealGate struct {
 }
 
 // Check implements Gate.
-func (g RealGate) Check(ctx context.Context, cfg config.Config, phase string, view policy.View) gate.Result {
+func (g RealGate) Check(ctx context.Context, cfg config.Config, phase string, sum policy.Summary) gate.Result {
 	c := gate.FromConfig(cfg, phase)
 	c.Checks.Root = g.Root
 	c.Checks.Remote = remoteChecks(g.Child, cfg)
-	if !view.ReadAt.IsZero() {
-		c.ClusterSize = len(view.Members(cfg.NodeName))
+	if !sum.ReadAt.IsZero() {
+		c.ClusterSize = sum.ClusterSize
 	}
 	return gate.Run(ctx, g.Runner, cfg.HealthScript, gate.Timeout(cfg), c)
 }

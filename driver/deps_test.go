@@ -53,14 +53,14 @@ func TestRealDeps(t *testing.T) {
 		t.Error("bad window accepted")
 	}
 	cfg.HealthScript = "/bin/true"
-	r := d.Gate.Check(context.Background(), cfg, "pre-lock", policy.View{ReadAt: time.Now(), Nodes: []policy.NodeRecord{{Node: "node-b"}}})
+	r := d.Gate.Check(context.Background(), cfg, "pre-lock", policy.Summary{ReadAt: time.Now(), ClusterSize: 2})
 	if !r.Healthy {
 		t.Errorf("gate %+v", r)
 	}
 	// The built-in checks run in the daemon's gate too, under its root: no
 	// /run/utmp there blocks (fail closed) before the script.
 	cfg.Gate.NoLoginSessions = true
-	r = d.Gate.Check(context.Background(), cfg, "pre-lock", policy.View{ReadAt: time.Now()})
+	r = d.Gate.Check(context.Background(), cfg, "pre-lock", policy.Summary{ReadAt: time.Now()})
 	if r.Healthy || !strings.HasPrefix(r.Reason, "login sessions unknown, so not rebooting: cannot read "+filepath.Join(root, "run", "utmp")) {
 		t.Errorf("gate with no_login_sessions and no utmp: %+v", r)
 	}

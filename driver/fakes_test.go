@@ -65,12 +65,12 @@ func (f *fakeWindows) At(cfg config.Config, now time.Time) (window.Decision, err
 type fakeGate struct {
 	unhealthy map[string]bool
 	phases    []string
-	views     []policy.View
+	sums      []policy.Summary
 }
 
-func (f *fakeGate) Check(ctx context.Context, cfg config.Config, phase string, view policy.View) gate.Result {
+func (f *fakeGate) Check(ctx context.Context, cfg config.Config, phase string, sum policy.Summary) gate.Result {
 	f.phases = append(f.phases, phase)
-	f.views = append(f.views, view)
+	f.sums = append(f.sums, sum)
 	if f.unhealthy[phase] {
 		return gate.Result{Phase: phase, Reason: "health script exited 1: quorum lost"}
 	}

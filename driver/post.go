@@ -150,7 +150,7 @@ func ClearLoop(stateDir string) (bool, error) {
 // the pause key only; viewFor reads the whole view when a decision needs it.
 func (d *Driver) Publish(ctx context.Context) error { return d.publish(ctx, false) }
 
-func (d *Driver) publish(ctx context.Context, readView bool) error {
+func (d *Driver) publish(ctx context.Context, readSummary bool) error {
 	cfg := d.Config()
 	st := d.Status()
 	last := st.LastCheck
@@ -163,7 +163,7 @@ func (d *Driver) publish(ctx context.Context, readView bool) error {
 	} else if st.Reason != "" {
 		detail = st.Reason
 	}
-	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadView: readView}
+	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadSummary: readSummary}
 	args.BlockedSince, args.BlockedReason = d.blockedEpisode(st, d.deps.Now())
 	args.RequiredSince = d.RequiredSince()
 	var res PublishResult

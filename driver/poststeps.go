@@ -159,7 +159,7 @@ func (p *postRun) detectorQuiet() bool {
 // postHealth is the health gate in phase post-reboot.
 func (p *postRun) postHealth() bool {
 	d, cfg := p.d, p.cfg
-	gr := d.deps.Gate.Check(p.ctx, cfg, gate.PhasePostReboot, d.viewFor(p.ctx, cfg, p.mode, p.now, cfg.HealthScript != ""))
+	gr := d.deps.Gate.Check(p.ctx, cfg, gate.PhasePostReboot, d.summaryFor(p.ctx, cfg, p.mode, p.now, cfg.HealthScript != ""))
 	d.countHealth(gr)
 	if !gr.Healthy {
 		return p.hold("post_reboot_health", ReasonPostReboot, gr.Reason)

@@ -203,6 +203,11 @@ type PublishArgs struct {
 	// the step reads only the pause key, so an idle node's publication costs
 	// etcd the same whatever the size of the fleet.
 	ReadView bool
+	// ReadSummary asks for the view's summary after the write: what the
+	// built-in policies and CLUSTER_SIZE need, read in a size that does not
+	// grow with the fleet (docs/scaling.md). The daemon's pre-lock and
+	// post-reboot decisions use it.
+	ReadSummary bool
 	// BlockedSince and BlockedReason say since when and why the node is
 	// blocked (zero: not blocked), for the node_blocked and reboot_loop
 	// notifications, which the child sends.
@@ -225,6 +230,7 @@ func (a *PublishArgs) Register(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&a.Detail, "detail", "", "why the node is blocked (`text`)")
 	fs.BoolVar(&a.ReadView, "read-view", false, "also read the whole cluster view (records, slots, pause) after the write")
+	fs.BoolVar(&a.ReadSummary, "read-summary", false, "also read the cluster's summary (sizes and healthy counts, from the index) after the write")
 	fs.Func("blocked-since", "`time` (RFC 3339) since when the node is blocked, for notifications", func(s string) error {
 		t, err := time.Parse(time.RFC3339, s)
 		a.BlockedSince = t
@@ -247,6 +253,9 @@ func (a PublishArgs) Args() []string {
 	}
 	if a.ReadView {
 		args = append(args, "--read-view")
+	}
+	if a.ReadSummary {
+		args = append(args, "--read-summary")
 	}
 	if !a.BlockedSince.IsZero() {
 		args = append(args, "--blocked-since", a.BlockedSince.UTC().Format(time.RFC3339), "--blocked-reason", a.BlockedReason)
@@ -398,6 +407,11 @@ type PublishResult struct {
 	// Halted is the rollout's halt in effect (nil: none; docs/rollout.md),
 	// read by every publication.
 	Halted *policy.Pause `json:"halted,omitempty"`
+	// Summary is the cluster's summary; only with --read-summary.
+	Summary *policy.Summary `json:"summary,omitempty"`
+	// SummaryFull says the summary was computed from every record, because
+	// some records carry no index (an older version publishes them).
+	SummaryFull bool `json:"summary_full,omitempty"`
 	// Notifications are the notifications this step sent (or failed to).
 	Notifications *Notifications `json:"notifications,omitempty"`
 }

@@ -205,6 +205,8 @@ node_perms() {
 	n=$1
 	echo "read prefix $ns"
 	echo "readwrite key ${ns}nodes/$n"
+	echo "readwrite key ${ns}index/member/$n"
+	echo "readwrite key ${ns}index/up/$n"
 	echo "readwrite key ${ns}rebooting/$n"
 	echo "readwrite key ${ns}requests/$n"
 	echo "readwrite key ${ns}queue/$n"

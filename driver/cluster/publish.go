@@ -66,13 +66,16 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	// With the record, the keys this node acts on whatever the view: the
 	// pause, and an operator's hold or reboot request for this node. Each
 	// is one key: an idle node's cost stays flat as the fleet grows.
-	resp, err := s.client.Txn(rctx).Then(
+	ops := []clientv3.Op{
 		clientv3.OpPut(s.nodeKey(), string(val), clientv3.WithLease(id)),
 		clientv3.OpGet(s.pauseKey()),
 		clientv3.OpGet(slot.HoldKey(s.ns, s.cfg.NodeName)),
 		clientv3.OpGet(slot.RequestKey(s.ns, s.cfg.NodeName)),
 		clientv3.OpGet(slot.HaltKey(s.ns)),
-	).Commit()
+	}
+	// The index beside the record, on its lease (lib/slot/index.go).
+	ops = append(ops, slot.IndexOps(s.ns, s.cfg.NodeName, a.State, id)...)
+	resp, err := s.client.Txn(rctx).Then(ops...).Commit()
 	cancel()
 	if err != nil {
 		return s.etcdErr(ctx, "writing the health record "+s.nodeKey(), err)
@@ -95,6 +98,18 @@ func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver
 	}
 	if kvs := resp.Responses[4].GetResponseRange().Kvs; len(kvs) > 0 {
 		res.Halted = haltOf(kvs[0].Value)
+	}
+	if a.ReadSummary {
+		sctx, cancel := context.WithTimeout(ctx, 2*s.rpc)
+		sum, full, err := slot.Summary(sctx, s.client, s.ns, s.cfg.NodeName, s.cfg.ClusterPolicies.FallbackNodes, s.w.now())
+		cancel()
+		if err != nil {
+			return s.etcdErr(ctx, "reading the cluster's summary under "+s.ns, err)
+		}
+		res.Summary, res.SummaryFull = &sum, full
+		if full {
+			s.log.Debug("some health records carry no index (an older version): the summary was read from every record", "event", "summary_full")
+		}
 	}
 	if !a.ReadView {
 		return nil

@@ -420,7 +420,7 @@ func (v *validator) lock() {
 	// protocol reads as slots, records or the pause: the node's own entry
 	// would count as a slot, or the records as entries ahead in line.
 	if ns, key := c.Namespace(), strings.TrimSuffix(c.LockKey, "/")+"/"; c.LockKey != "" {
-		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/", ns + "holds/", ns + "requests/", ns + "rollout/", ns + "queue/", ns + "notified/"} {
+		for _, dir := range []string{ns + "rebooting/", ns + "nodes/", ns + "disable/", ns + "holds/", ns + "requests/", ns + "rollout/", ns + "queue/", ns + "notified/", ns + "index/"} {
 			if strings.HasPrefix(key, dir) || strings.HasPrefix(dir, key) {
 				v.bad("lock_key", "%q collides with %s, where the reboot slots, health records, pause, holds, reboot requests or the rollout's records live; choose a lock_key beside them, e.g. %slock", c.LockKey, strings.TrimSuffix(dir, "/"), ns)
 				break

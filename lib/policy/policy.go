@@ -208,31 +208,62 @@ func Active(p config.Policies) bool {
 	return p.MinHealthyAbsolute > 0 || p.MinHealthyFraction > 0 || p.ForbidIfOnlyFallbackLeft
 }
 
+// Summary is what the built-in policies and the health script's
+// CLUSTER_SIZE need of the view, as counts: a reader can get it with
+// count-only ranges and a few single keys, whatever the fleet's size
+// (docs/scaling.md). View.Summarize computes it from a whole view; both
+// give the same decision.
+type Summary struct {
+	// ClusterSize counts every member: the nodes with a record or a slot,
+	// self included.
+	ClusterSize int `json:"cluster_size"`
+	// HealthyOthers counts the healthy members other than self.
+	HealthyOthers int `json:"healthy_others"`
+	// FallbackUp lists the healthy fallback nodes other than self.
+	FallbackUp []string `json:"fallback_up"`
+	// ReadAt is when it was read (zero: never).
+	ReadAt time.Time `json:"read_at"`
+}
+
+// Summarize is the view's summary for self with these fallback nodes.
+func (v View) Summarize(self string, fallbacks []string) Summary {
+	members := v.Members(self)
+	s := Summary{ClusterSize: len(members), FallbackUp: []string{}, ReadAt: v.ReadAt}
+	for _, m := range members {
+		if m != self && v.Healthy(m) {
+			s.HealthyOthers++
+		}
+	}
+	for _, f := range fallbacks {
+		if f != self && v.Healthy(f) {
+			s.FallbackUp = append(s.FallbackUp, f)
+		}
+	}
+	sort.Strings(s.FallbackUp)
+	return s
+}
+
 // Evaluate decides whether self may go down now, counting self as down.
 // With a policy configured and no view read yet, the answer is no: the
 // policies cannot be checked blind.
 func Evaluate(v View, self string, p config.Policies) Decision {
-	members := v.Members(self)
-	d := Decision{ClusterSize: len(members), FallbackUp: []string{}}
-	for _, m := range members {
-		if m != self && v.Healthy(m) {
-			d.HealthyAfter++
-		}
-	}
+	return EvaluateSummary(v.Summarize(self, p.FallbackNodes), self, p)
+}
+
+// EvaluateSummary is Evaluate on a summary (the same rules, the same words).
+func EvaluateSummary(s Summary, self string, p config.Policies) Decision {
+	d := Decision{ClusterSize: s.ClusterSize, HealthyAfter: s.HealthyOthers, FallbackUp: append([]string{}, s.FallbackUp...)}
+	sort.Strings(d.FallbackUp)
 	isFallback := false
 	for _, f := range p.FallbackNodes {
 		if f == self {
 			isFallback = true
-		} else if v.Healthy(f) {
-			d.FallbackUp = append(d.FallbackUp, f)
 		}
 	}
-	sort.Strings(d.FallbackUp)
-
 	switch {
 	case !Active(p):
 		d.Allowed, d.Reason = true, "no cluster policy configured"
-	case v.ReadAt.IsZero():
+	case s.ReadAt.IsZero():
 		d.Rule, d.Reason = RuleClusterView, "no cluster view has been read from etcd yet; policies cannot be checked"
 	case p.MinHealthyAbsolute > 0 && d.HealthyAfter < p.MinHealthyAbsolute:
 		d.Rule = RuleAbsolute
