@@ -310,40 +310,34 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 // waitTurn blocks until fewer than MaxHolders entries are ahead of ours.
 func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, myKey string, myRev int64) error {
 	queued := false
+	var info aheadInfo
+	reread := true
 	for {
-		info, err := entriesAhead(ctx, c, o, myKey, myRev)
-		if err != nil && ctx.Err() != nil {
-			return errInLine
-		}
-		if err != nil {
-			return err
-		}
-		ahead, rev := info.keys, info.rev
-		if len(ahead) < o.MaxHolders {
-			// Ahead of us are fewer than our max_holders; each of them may
-			// allow fewer (a line whose nodes disagree): the smallest counts.
-			limit := info.limit
-			if !info.limitKnown {
-				limit, err = smallestAhead(ctx, c, o, myRev, len(ahead))
-				if err != nil && ctx.Err() != nil {
-					return errInLine
-				}
-				if err != nil {
-					return err
-				}
+		if reread {
+			var err error
+			info, err = entriesAhead(ctx, c, o, myKey, myRev)
+			if err != nil && ctx.Err() != nil {
+				return errInLine
 			}
-			if len(ahead) < limit {
-				return nil
+			if err != nil {
+				return err
 			}
+		}
+		if info.fewer && len(info.near) < info.limit {
+			// Ahead of us are fewer than our max_holders, and than what each
+			// of them allows (a line whose nodes disagree: the smallest counts).
+			return nil
 		}
 		if !queued && o.OnQueued != nil {
-			o.OnQueued(len(ahead) + 1)
+			o.OnQueued(position(ctx, c, o, myRev, info))
 			queued = true
 		}
-		if err := waitDelete(ctx, c, sess, o, myKey, ahead, rev); err != nil {
+		deleted, err := waitDelete(ctx, c, sess, o, myKey, info.near, info.rev)
+		if err != nil {
 			if errors.Is(err, errCompacted) && ctx.Err() == nil {
 				// Our entry keeps its place: the next read finds it (or
 				// reports it gone) at a revision that is not compacted.
+				reread = true
 				continue
 			}
 			if ctx.Err() != nil {
@@ -351,26 +345,53 @@ func waitTurn(ctx context.Context, c *clientv3.Client, sess *concurrency.Session
 			}
 			return err
 		}
+		// A deletion: read the line again. The periodic re-check (a watch
+		// can lose an event): single keys only, whatever the line's length;
+		// the line is read again only if one of them is gone.
+		reread = deleted || !stillThere(ctx, c, o, myKey, &info)
 	}
 }
 
-// entriesAhead lists the entries created before ours (oldest first) and
-// checks that ours still exists.
+// stillThere reports whether our entry and the entries we watch all still
+// exist, by single-key reads, and moves info's revision on.
+func stillThere(ctx context.Context, c *clientv3.Client, o *Options, myKey string, info *aheadInfo) bool {
+	rctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
+	defer cancel()
+	ops := []clientv3.Op{clientv3.OpGet(myKey, clientv3.WithCountOnly())}
+	for _, k := range info.near {
+		ops = append(ops, clientv3.OpGet(k, clientv3.WithCountOnly()))
+	}
+	resp, err := c.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return false
+	}
+	for _, r := range resp.Responses {
+		if r.GetResponseRange().Count == 0 {
+			return false
+		}
+	}
+	info.rev = resp.Header.Revision
+	return true
+}
+
+// aheadPage is how many entries a waiter reads at once, nearest first,
+// beyond its max_holders (entries of nested group lines may be among them).
+const aheadPage = 16
+
+// entriesAhead reads the entries nearest ahead of ours (at most MaxHolders,
+// nearest first), whether they are all that is ahead, and checks that ours
+// still exists. Whatever the length of the line, it reads a few entries and
+// a count, not the line: a waiter cannot enter while its MaxHolders nearest
+// predecessors are all there, so they are all it needs to know and to watch.
 func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey string, myRev int64) (aheadInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
 	defer cancel()
-	ops := []clientv3.Op{
+	page := int64(o.MaxHolders + aheadPage)
+	resp, err := c.Txn(rctx).Then(
 		clientv3.OpGet(myKey),
-		clientv3.OpGet(o.Key+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(myRev-1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-	}
-	if o.MaxHolders > 1 {
-		// The first entries with their values, in the same read: a waiter
-		// with fewer than max_holders ahead needs their max_holders too.
-		ops = append(ops, clientv3.OpGet(o.Key+"/", clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(o.MaxHolders))))
-	}
-	resp, err := c.Txn(rctx).Then(ops...).Commit()
+		clientv3.OpGet(o.Key+"/", clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(page)),
+	).Commit()
 	if err != nil {
 		return aheadInfo{}, err
 	}
@@ -378,61 +399,73 @@ func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey str
 		return aheadInfo{}, entryGone(ctx, c, o, myKey)
 	}
 	a := aheadInfo{rev: resp.Header.Revision, limit: o.MaxHolders}
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		if IsEntry(o.Key, string(kv.Key)) {
-			a.keys = append(a.keys, string(kv.Key))
-		}
-	}
-	if o.MaxHolders == 1 {
-		a.limitKnown = true
-		return a, nil
-	}
-	seen := 0
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		if IsEntry(o.Key, string(kv.Key)) {
-			seen++
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	for {
+		for _, kv := range kvs {
+			if !IsEntry(o.Key, string(kv.Key)) || len(a.near) == o.MaxHolders {
+				continue
+			}
+			a.near = append(a.near, string(kv.Key))
 			a.limit = min(a.limit, entryMaxHolders(kv.Value))
 		}
+		if len(a.near) == o.MaxHolders {
+			return a, nil // as many ahead as we allow: we cannot enter now
+		}
+		if int64(len(kvs)) < page {
+			a.fewer = true // the line ahead ended: near is all of it
+			return a, nil
+		}
+		// A page of entries of nested group lines: read on from the oldest,
+		// at the same revision.
+		r, err := c.Get(rctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithRev(a.rev),
+			clientv3.WithMaxCreateRev(kvs[len(kvs)-1].CreateRevision-1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(page))
+		if err != nil {
+			return aheadInfo{}, err
+		}
+		kvs = r.Kvs
 	}
-	// Complete when every entry ahead was among the first read with values
-	// (entries of nested group locks can take places in that read).
-	a.limitKnown = seen == len(a.keys)
-	return a, nil
 }
 
 // aheadInfo is what a waiter reads of the line ahead of it.
 type aheadInfo struct {
-	keys []string
-	rev  int64
-	// limit is the smallest max_holders of ours and of the entries ahead
-	// read with their values; limitKnown says they were all of them.
-	limit      int
-	limitKnown bool
+	// near are the entries nearest ahead of ours, nearest first: at most
+	// MaxHolders of them.
+	near []string
+	// fewer says near is every entry ahead (fewer than MaxHolders).
+	fewer bool
+	// limit is the smallest max_holders of ours and of near's.
+	limit int
+	rev   int64
 }
 
-// smallestAhead is the smallest max_holders among our own and the n entries
-// ahead of ours (read with their values; n is below our max_holders).
-func smallestAhead(ctx context.Context, c *clientv3.Client, o *Options, myRev int64, n int) (int, error) {
-	limit := o.MaxHolders
-	if limit == 1 || n == 0 {
-		return limit, nil
+// maxPosition bounds the read of a waiter's place in the line, for the log.
+const maxPosition = 1000
+
+// position is our place in the line (from 1), for the log, read once per
+// wait: exact when the entries ahead were all read, else counted from a
+// keys-only read of at most maxPosition entries (maxPosition+1 says "beyond").
+func position(ctx context.Context, c *clientv3.Client, o *Options, myRev int64, a aheadInfo) int {
+	if a.fewer {
+		return len(a.near) + 1
 	}
 	rctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
 	defer cancel()
-	resp, err := c.Get(rctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := c.Get(rctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(a.rev),
+		clientv3.WithMaxCreateRev(myRev-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(maxPosition))
 	if err != nil {
-		return 0, err
+		return len(a.near) + 1
 	}
+	n := 0
 	for _, kv := range resp.Kvs {
-		if !IsEntry(o.Key, string(kv.Key)) {
-			continue
-		}
-		if m := entryMaxHolders(kv.Value); m < limit {
-			limit = m
+		if IsEntry(o.Key, string(kv.Key)) {
+			n++
 		}
 	}
-	return limit, nil
+	if int64(len(resp.Kvs)) == maxPosition {
+		return maxPosition + 1
+	}
+	return n + 1
 }
 
 // entryMaxHolders is an entry's max_holders; an entry without a readable
@@ -468,10 +501,11 @@ func IsEntry(lockKey, key string) bool {
 	return ok && rest != "" && !strings.Contains(rest, "/")
 }
 
-// waitDelete waits for a deletion that may let us in: of the entry just
-// before ours (one holder), or of any entry under the key (N holders). It
-// also returns, without an error, after o.recheck (see Recheck).
-func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, myKey string, ahead []string, rev int64) error {
+// waitDelete waits for a deletion that may let us in: of one of the
+// entries nearest ahead of ours (ahead: as many as our max_holders), or of
+// our own. It also returns, without an error, after o.recheck (see
+// Recheck).
+func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Session, o *Options, myKey string, ahead []string, rev int64) (deleted bool, err error) {
 	if o.beforeWatch != nil {
 		o.beforeWatch(ahead, rev)
 	}
@@ -479,42 +513,76 @@ func waitDelete(ctx context.Context, c *clientv3.Client, sess *concurrency.Sessi
 	defer cancel()
 	recheck := time.NewTimer(o.recheck)
 	defer recheck.Stop()
-	var wch, own clientv3.WatchChan
-	if o.MaxHolders == 1 {
-		wch = c.Watch(wctx, ahead[len(ahead)-1], clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-		// Our own entry's deletion (an eviction) is seen at once, too.
-		own = c.Watch(wctx, myKey, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	// The entries nearest ahead (up to watchNear of them; the whole line
+	// beyond that), and our own entry, whose deletion (an eviction) is seen
+	// at once, too.
+	from := clientv3.WithRev(rev + 1)
+	var chans []clientv3.WatchChan
+	if len(ahead) <= watchNear {
+		for _, k := range ahead {
+			chans = append(chans, c.Watch(wctx, k, from, clientv3.WithFilterPut()))
+		}
 	} else {
-		wch = c.Watch(wctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		chans = append(chans, c.Watch(wctx, o.Key+"/", clientv3.WithPrefix(), from, clientv3.WithFilterPut()))
+	}
+	chans = append(chans, c.Watch(wctx, myKey, from, clientv3.WithFilterPut()))
+	events := make(chan watchEvent, len(chans))
+	for _, ch := range chans {
+		go func() {
+			for {
+				select {
+				case wr, ok := <-ch:
+					select {
+					case events <- watchEvent{wr, ok}:
+					case <-wctx.Done():
+						return
+					}
+					if !ok {
+						return
+					}
+				case <-wctx.Done():
+					return
+				}
+			}
+		}()
 	}
 	for {
 		var wr clientv3.WatchResponse
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-sess.Done():
-			return errSessionLost
+			return false, errSessionLost
 		case <-recheck.C:
-			return nil
-		case wr, ok = <-own:
-		case wr, ok = <-wch:
+			return false, nil
+		case ev := <-events:
+			wr, ok = ev.wr, ev.ok
 		}
 		if !ok {
-			return errWatchClosed
+			return false, errWatchClosed
 		}
 		if wr.CompactRevision != 0 {
-			return errCompacted
+			return false, errCompacted
 		}
 		if err := wr.Err(); err != nil {
-			return err
+			return false, err
 		}
 		for _, ev := range wr.Events {
 			if ev.Type == mvccpb.DELETE {
-				return nil
+				return true, nil
 			}
 		}
 	}
+}
+
+// watchNear is how many entries ahead a waiter watches one by one; with a
+// larger max_holders it watches the line.
+const watchNear = 16
+
+type watchEvent struct {
+	wr clientv3.WatchResponse
+	ok bool
 }
 
 // revoke revokes a lease with a fresh bounded context (the caller's may be

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The summary from the index is the summary of the whole view, for any
@@ -89,16 +88,14 @@ func TestSummaryReadIsFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := &sizingKV{KV: r.c.KV}
-	c := *r.c
-	c.KV = kv
+	c, kv := testsupport.SizingClient(t, embedded.Endpoint)
 	read := func() int {
 		t.Helper()
-		kv.bytes = 0
-		if _, full, err := Summary(ctx, &c, r.ns, "n0", []string{"n1", "n2"}, time.Now()); err != nil || full {
+		kv.Reset()
+		if _, full, err := Summary(ctx, c, r.ns, "n0", []string{"n1", "n2"}, time.Now()); err != nil || full {
 			t.Fatalf("summary: full %v, %v", full, err)
 		}
-		return kv.bytes
+		return kv.Bytes()
 	}
 	publish := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -116,28 +113,4 @@ func TestSummaryReadIsFlat(t *testing.T) {
 	if big := read(); big > small+16 {
 		t.Fatalf("the summary's answers grew from %d to %d bytes with 100 times the records", small, big)
 	}
-}
-
-// sizingKV adds up the size of the transactions' answers.
-type sizingKV struct {
-	clientv3.KV
-	bytes int
-}
-
-func (k *sizingKV) Txn(ctx context.Context) clientv3.Txn { return &sizingTxn{Txn: k.KV.Txn(ctx), k: k} }
-
-type sizingTxn struct {
-	clientv3.Txn
-	k *sizingKV
-}
-
-func (t *sizingTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
-func (t *sizingTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
-func (t *sizingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
-func (t *sizingTxn) Commit() (*clientv3.TxnResponse, error) {
-	resp, err := t.Txn.Commit()
-	if err == nil {
-		t.k.bytes += proto.Size((*etcdserverpb.TxnResponse)(resp))
-	}
-	return resp, err
 }

@@ -11,6 +11,7 @@ package testsupport
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -18,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 )
 
 // SyncBuffer is a bytes.Buffer safe for a writer and a concurrent reader
@@ -106,4 +109,57 @@ func ReadPID(t testing.TB, path string) int {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return pid
+}
+
+// SizingClient is a client of endpoint (closed with the test) whose reads
+// add up the size of etcd's answers (transactions and single reads), for
+// tests that a read does not grow with the data.
+func SizingClient(t testing.TB, endpoint string) (*clientv3.Client, *SizingKV) {
+	c := NewClient(t, endpoint)
+	kv := &SizingKV{KV: c.KV}
+	c.KV = kv
+	return c, kv
+}
+
+// SizingKV adds up the size of the answers to Get and Txn.
+type SizingKV struct {
+	clientv3.KV
+	mu    sync.Mutex
+	bytes int
+}
+
+// Reset sets the sum to 0; Bytes is the sum.
+func (k *SizingKV) Reset() { k.mu.Lock(); k.bytes = 0; k.mu.Unlock() }
+
+// Bytes is the size of the answers since the last Reset.
+func (k *SizingKV) Bytes() int { k.mu.Lock(); defer k.mu.Unlock(); return k.bytes }
+
+func (k *SizingKV) add(n int) { k.mu.Lock(); k.bytes += n; k.mu.Unlock() }
+
+// Get implements clientv3.KV.
+func (k *SizingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	resp, err := k.KV.Get(ctx, key, opts...)
+	if err == nil {
+		k.add(proto.Size((*etcdserverpb.RangeResponse)(resp)))
+	}
+	return resp, err
+}
+
+// Txn implements clientv3.KV.
+func (k *SizingKV) Txn(ctx context.Context) clientv3.Txn { return &sizingTxn{Txn: k.KV.Txn(ctx), k: k} }
+
+type sizingTxn struct {
+	clientv3.Txn
+	k *SizingKV
+}
+
+func (t *sizingTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *sizingTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *sizingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+func (t *sizingTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	if err == nil {
+		t.k.add(proto.Size((*etcdserverpb.TxnResponse)(resp)))
+	}
+	return resp, err
 }
