@@ -397,3 +397,33 @@ func TestFleetBudgetIsFair(t *testing.T) {
 		t.Error("b's ticket outlived its take")
 	}
 }
+
+// Completing a reboot frees its slot and in-flight record, not its start
+// and pacing records: min_interval_sec and max_starts_per_hour count from
+// the take, whether or not the reboot is done by then (bats/e2e_failure_budget.bats
+// found completion revoking them).
+func TestCompletionKeepsPacingAndStarts(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	paced := func(f *Fleet) { f.Rules.MinIntervalSec = 600; f.Rules.MaxStartsPerHour = 2 }
+	a := r.fleet("a", "g", time.Minute, paced)
+	h := r.mustAdmit(a)
+	x := Completion{Client: r.c, NS: r.ns, BootID: "boot-a-2", FailureWindowSec: 3600}
+	if freed, err := x.Complete(ctx, NewClaim(a, h.Leases, time.Now(), 1)); err != nil || !freed {
+		t.Fatalf("complete: freed %v err %v", freed, err)
+	}
+	if r.exists(a.Key()) || r.exists(InflightKey(r.ns, "a")) {
+		t.Fatal("the completion left the slot or its in-flight record")
+	}
+	r.refused(r.fleet("b", "g", time.Minute, paced), RuleMinInterval)
+	c := r.fleet("c", "other", time.Minute, paced)
+	hc := r.mustAdmit(c)
+	x.BootID = "boot-c-2"
+	if _, err := x.Complete(ctx, NewClaim(c, hc.Leases, time.Now(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	v := r.refused(r.fleet("d", "third", time.Minute, paced), RuleRate)
+	if !strings.Contains(v.Reason, "2 reboots started") {
+		t.Fatalf("reason %q: want the two completed reboots counted", v.Reason)
+	}
+}
