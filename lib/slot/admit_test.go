@@ -427,3 +427,28 @@ func TestCompletionKeepsPacingAndStarts(t *testing.T) {
 		t.Fatalf("reason %q: want the two completed reboots counted", v.Reason)
 	}
 }
+
+// A percentage's seats count the nodes the admission counts: a node down in
+// its reboot for longer than its record's lease is still one of them by its
+// slot. Counting records alone made "50%" of four nodes one seat whenever a
+// node was down, and the line's smallest seat number capped the budget at 1
+// (bats/e2e_failure_budget.bats found it).
+func TestPercentSeatsCountNodesDown(t *testing.T) {
+	r := newRig(t)
+	half := func(f *Fleet) { f.Rules.MaxHolders = config.Budget{Percent: 50} }
+	for i := range 4 {
+		r.record(r.fleet(fmt.Sprintf("n%d", i), "", time.Minute, half), policy.StateIdle, false)
+	}
+	n1 := r.fleet("n1", "", time.Minute, half)
+	if seats, err := n1.Seats(context.Background()); err != nil || seats != 2 {
+		t.Fatalf("seats %d, %v: want 2 = 50%% of 4", seats, err)
+	}
+	// n0 is down: its slot lives, its record has run out.
+	r.mustAdmit(r.fleet("n0", "", time.Minute, half))
+	if _, err := r.c.Delete(context.Background(), RecordKey(r.ns, "n0")); err != nil {
+		t.Fatal(err)
+	}
+	if seats, err := n1.Seats(context.Background()); err != nil || seats != 2 {
+		t.Fatalf("seats %d, %v with n0 down: want 2 = 50%% of 4 (3 records, 1 slot without one)", seats, err)
+	}
+}
