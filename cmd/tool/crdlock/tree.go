@@ -180,8 +180,8 @@ func newCompleteOpts(stdout io.Writer) *completeOpts {
 
 // serveOpts are the flags of serve fleetlock.
 type serveOpts struct {
-	fs                                                *flag.FlagSet
-	f                                                 flags
+	fs                                                          *flag.FlagSet
+	f                                                           flags
 	listen, certFile, keyFile, clientCA, defaultGroup, clientID *string
 	seatTimeout, ticketTTL                                      *time.Duration
 }
