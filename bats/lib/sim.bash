@@ -401,7 +401,6 @@ sim_proxy_stop_all() {
 #
 #   sim_no_return NAME...      NAME's next reboots never come back (the ledger
 #                              says "NAME lost T"; scripts/sim-reboot's no-return)
-#   sim_returns NAME...        they come back again
 #   sim_pipeline_add NAME [YAML]  a node that runs the tools in a loop
 #                              (scripts/sim-pipeline), not the daemon
 #   sim_fleetlock_server NAME [YAML]  start `crd-lock serve fleetlock` on the
@@ -426,10 +425,6 @@ sim_proxy_stop_all() {
 sim_no_return() {
 	local n
 	for n in "$@"; do touch "$(sim_node_dir "$n")/no-return"; done
-}
-sim_returns() {
-	local n
-	for n in "$@"; do rm -f "$(sim_node_dir "$n")/no-return"; done
 }
 
 sim_pipeline_add() {
