@@ -1,10 +1,12 @@
 # End-to-end: several real daemons against a real 3-member etcd cluster on loopback,
 # with simulated reboots (bats/lib/sim.bash, scripts/sim-reboot; docs/e2e.md).
 #
-#   make e2e                  every bats/e2e_*.bats, ~8 min on 2 cores (part of make test)
+#   make e2e                  every bats/e2e_*.bats, ~18 min on 2 cores (part of make test;
+#                             e2e_failure_budget.bats ~6 min and e2e_mixed_fleet.bats ~4)
 #   make e2e-quick            without the tests tagged slow (the 7-node rollout, the
-#                             node that never comes back and the latency raised on the
-#                             lock holder, ~30 s, ~70 s and ~30 s), ~5.5 min
+#                             node that never comes back, the latency raised on the
+#                             lock holder and the failure while two are down, ~30 s,
+#                             ~70 s, ~30 s and ~80 s), ~14 min
 #   make e2e E2E_FILES=bats/e2e_rollout.bats   one file
 #   make demo                 five simulated nodes rolling through a reboot, live (scripts/demo)
 #

@@ -15,7 +15,9 @@
 #                              its config.d/10-scenario.yaml drop-in. For one node
 #                              only: SIM_BIN_DIR=DIR sim_node_add ... runs DIR's
 #                              clusterrebootd and crd-lock; SIM_NODE_ENV="VAR=VALUE ..."
-#                              exports VAR to its daemon (and children) at every boot
+#                              exports VAR to its daemon (and children) at every boot;
+#                              SIM_GROUP=G puts it in lock group G (its ledger lines
+#                              name G)
 #   sim_nodes_add N            nodes n1..nN
 #   sim_dropin NAME FILE       YAML on stdin -> config.d/FILE.yaml of node NAME
 #   sim_need_reboot NAME...    make NAME need a reboot (touch its marker)
@@ -112,6 +114,7 @@ sim_node_add() {
 		SIM_CONFIG=$d/config.yaml
 	EOF
 	local kv
+	[[ -z "${SIM_GROUP:-}" ]] || echo "SIM_GROUP=$SIM_GROUP" >>"$d/sim.env"
 	for kv in ${SIM_NODE_ENV:-}; do printf 'export %q\n' "$kv" >>"$d/sim.env"; done
 	# The health script: exit 0, unless a scenario installed a phase hook.
 	cat >"$d/health.sh" <<-EOF
@@ -151,6 +154,7 @@ sim_node_add() {
 		windows:
 		  timezone: "UTC"
 	EOF
+	[[ -z "${SIM_GROUP:-}" ]] || echo "group: \"$SIM_GROUP\"" >>"$d/config.yaml"
 	if [[ -n "${2:-}" ]]; then
 		printf '%s\n' "$2" >"$d/config.d/10-scenario.yaml"
 	fi
@@ -198,6 +202,7 @@ sim_pre_lock() { _sim_hook "$1" pre-lock "$2"; }
 sim_stop_all() {
 	local d
 	[[ -n "${SIM_DIR:-}" && -d "$SIM_DIR/nodes" ]] || return 0
+	sim_fleetlock_stop_all
 	# All at once: each daemon takes a moment to stop its child and exit.
 	local pids=()
 	for d in "$SIM_DIR"/nodes/*/; do
@@ -390,3 +395,158 @@ sim_proxy_stop_all() {
 		rm -f "$d/proxy.sids"
 	done
 }
+
+# --- The rollout's rules, pipelines and FleetLock ---------------------------
+# (bats/e2e_failure_budget.bats, bats/e2e_mixed_fleet.bats)
+#
+#   sim_no_return NAME...      NAME's next reboots never come back (the ledger
+#                              says "NAME lost T"; scripts/sim-reboot's no-return)
+#   sim_pipeline_add NAME [YAML]  a node that runs the tools in a loop
+#                              (scripts/sim-pipeline), not the daemon
+#   sim_fleetlock_server NAME [YAML]  start `crd-lock serve fleetlock` on the
+#                              fleet's lock, on a free loopback port; YAML: its
+#                              config.d drop-in (max_holders, fleetlock.groups, ...)
+#   sim_fleetlock_url NAME     its base URL
+#   sim_fleetlock_add NAME GROUP URL...  a FleetLock client (scripts/sim-zincati)
+#                              of GROUP asking the servers at URL... (at random),
+#                              every SIM_FL_INTERVAL (1) s; it reboots through
+#                              scripts/sim-reboot like every node; with
+#                              SIM_FL_AGAIN=1 it needs a reboot again after each
+#   sim_fleetlock_ask URL OP ID GROUP  one request (OP pre-reboot or
+#                              steady-state); prints "STATUS BODY"
+#   sim_fleetlock_stop_all     stop every server (sim_stop_all does)
+#   sim_ctl NAME ARGS...       clusterrebootd --config NAME's config ARGS
+#                              (pause, resume, hold, release-hold), JSON on stdout
+#   sim_rollout NAME [FILTER]  the .rollout of NAME's status (as NAME sees it,
+#                              in its mount namespace), or FILTER (jq) of it
+#   sim_node_downs NAME        how often NAME went down (the ledger)
+#   sim_first_down             the node that went down first
+
+sim_no_return() {
+	local n
+	for n in "$@"; do touch "$(sim_node_dir "$n")/no-return"; done
+}
+
+sim_pipeline_add() {
+	sim_node_add "$@" || return 1
+	echo "SIM_DAEMON=$_sim_repo_root/scripts/sim-pipeline" >>"$(sim_node_dir "$1")/sim.env"
+}
+
+# sim_fleetlock_add NAME GROUP URL...: NAME's lock group is GROUP (the ledger
+# names it; FleetLock's "default" is the ungrouped fleet), its configuration
+# only gives the reboot command.
+sim_fleetlock_add() {
+	local name=$1 group=$2 d lock_group=$2
+	shift 2
+	[[ "$group" != default ]] || lock_group=""
+	SIM_GROUP=$lock_group sim_node_add "$name" || return 1
+	d="$(sim_node_dir "$name")"
+	cat >"$d/fleetlock.env" <<-EOF
+		FL_ID=$name
+		FL_GROUP=$group
+		FL_URLS="$*"
+		FL_INTERVAL=${SIM_FL_INTERVAL:-1}
+		FL_AGAIN=${SIM_FL_AGAIN:-}
+	EOF
+	echo "SIM_DAEMON=$_sim_repo_root/scripts/sim-zincati" >>"$d/sim.env"
+}
+
+sim_fleetlock_url() { cat "$SIM_DIR/servers/$1/url"; }
+
+sim_fleetlock_server() {
+	local name=$1 d try pid i rc
+	d="$SIM_DIR/servers/$name"
+	mkdir -p "$d/config.d"
+	cat >"$d/config.yaml" <<-EOF
+		node_name: "$name"
+		lock_key: "$SIM_LOCK_KEY"
+		lock_ttl_sec: ${SIM_LOCK_TTL:-5}
+		max_holders: 1
+		etcd_endpoints: $(_sim_yaml_list "$ETCD_ENDPOINTS")
+		etcd_dial_timeout_sec: 2
+		reboot_slot_ttl_sec: ${SIM_SLOT_TTL:-60}
+		backoff_min_sec: 1
+		backoff_max_sec: 2
+	EOF
+	[[ -z "${2:-}" ]] || printf '%s\n' "$2" >"$d/config.d/10-scenario.yaml"
+	# A port picked at random can be lost to a race: try another.
+	for ((try = 0; try < 5; try++)); do
+		etcd_free_port || return 1
+		rm -f "$d/pid"
+		# shellcheck disable=SC2016
+		setsid -f bash -c 'echo $$ >"$1"; shift; exec "$@"' sim-fleetlock "$d/pid" \
+			"$SIM_BIN_DIR/crd-lock" serve fleetlock --config "$d/config.yaml" --log-format json \
+			--listen "127.0.0.1:$ETCD_FREE_PORT" </dev/null >>"$d/server.log" 2>&1 3>&-
+		_sim_wait 5 test -s "$d/pid" || return 1
+		pid=$(cat "$d/pid")
+		for ((i = 0; i < 50; i++)); do
+			rc=0
+			_sim_serving "$d/server.log" "$pid" "127.0.0.1:$ETCD_FREE_PORT" || rc=$?
+			case $rc in
+			0)
+				echo "http://127.0.0.1:$ETCD_FREE_PORT" >"$d/url"
+				return 0
+				;;
+			2) break ;;
+			esac
+			sleep 0.2
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	echo "sim_fleetlock_server: $name did not start; see $d/server.log" >&2
+	return 1
+}
+
+# _sim_serving LOG PID ADDR: 0 when the server logged that it serves on ADDR,
+# 2 when PID has exited (lost the port to a race), else 1.
+_sim_serving() {
+	grep -q "serving FleetLock.*\"listen\":\"$3\"" "$1" 2>/dev/null && return 0
+	kill -0 "$2" 2>/dev/null || return 2
+	return 1
+}
+
+sim_fleetlock_stop_all() {
+	local d pid i
+	[[ -n "${SIM_DIR:-}" && -d "$SIM_DIR/servers" ]] || return 0
+	for d in "$SIM_DIR"/servers/*/; do
+		pid=$(cat "$d/pid" 2>/dev/null) || continue
+		[[ "$pid" =~ ^[0-9]+$ ]] || continue
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+		rm -f "$d/pid"
+	done
+	return 0
+}
+
+sim_fleetlock_ask() {
+	local out
+	out=$(curl -sS -m 20 -o - -w '\n%{http_code}' -X POST -H 'fleet-lock-protocol: true' \
+		-d "{\"client_params\":{\"id\":\"$3\",\"group\":\"$4\"}}" "${1%/}/v1/$2") || return 1
+	local body=${out%$'\n'*}
+	echo "${out##*$'\n'} ${body%$'\n'}"
+}
+
+sim_ctl() {
+	local name=$1
+	shift
+	"$SIM_BIN_DIR/clusterrebootd" --config "$(sim_node_dir "$name")/config.yaml" "$@" --format json
+}
+
+# sim_rollout NAME [FILTER]: asked inside NAME's mount namespace while its
+# daemon runs, so that status has NAME's boot id and tells NAME's own lock
+# seat from another machine's (outside, the seat would count as another).
+sim_rollout() {
+	local pid cmd=("$SIM_BIN_DIR/clusterrebootd" status --config "$(sim_node_dir "$1")/config.yaml" --format json)
+	pid=$(cat "$(sim_node_dir "$1")/daemon.pid" 2>/dev/null) || pid=""
+	if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+		cmd=(nsenter --mount --target "$pid" -- "${cmd[@]}")
+	fi
+	"${cmd[@]}" 2>/dev/null | jq -c ".rollout | ${2:-.}"
+}
+
+sim_node_downs() { grep -c "^$1 down " "$SIM_LEDGER" || true; }
+sim_first_down() { awk '$2 == "down" { print $1; exit }' "$SIM_LEDGER"; }

@@ -150,7 +150,7 @@ func (c *cycleRun) prepareSlot(_ context.Context, l slot.Leases) error {
 // notifyHalted sends rollout_halted: this node's admission recorded the
 // halt, so it alone sends it.
 func (c *cycleRun) notifyHalted(v slot.Verdict) {
-	c.log.Error("the rollout halted itself: "+v.Reason, "event", "rollout_halted", "reason", driver.ReasonHalted, "failures", len(v.Failures))
+	c.log.Error(v.Reason, "event", "rollout_halted", "reason", driver.ReasonHalted, "failures", len(v.Failures))
 	c.notify(notifyevents.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: v.Reason})
 }
 

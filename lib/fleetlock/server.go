@@ -402,7 +402,7 @@ func (s *Server) SteadyState(ctx context.Context, id, group string) (Result, err
 // notifyHalted sends rollout_halted: this server's admission recorded the
 // halt, so it alone sends it.
 func (s *Server) notifyHalted(ctx context.Context, v slot.Verdict) {
-	s.Log.Error("the rollout halted itself: "+v.Reason, "event", "rollout_halted", "failures", len(v.Failures))
+	s.Log.Error(v.Reason, "event", "rollout_halted", "failures", len(v.Failures))
 	snd := slotnotify.NewSender(s.Config, strings.TrimSuffix(s.Config.LockKey, "/"), s.now, s.Log)
 	if !snd.Wants(config.NotifyRolloutHalted) {
 		return

@@ -436,3 +436,58 @@ func TestFleetBudgetIsFair(t *testing.T) {
 		t.Error("b's ticket outlived its take")
 	}
 }
+
+// Completing a reboot frees its slot and in-flight record, not its start
+// and pacing records: min_interval_sec and max_starts_per_hour count from
+// the take, whether or not the reboot is done by then (bats/e2e_failure_budget.bats
+// found completion revoking them).
+func TestCompletionKeepsPacingAndStarts(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	paced := func(f *Fleet) { f.Rules.MinIntervalSec = 600; f.Rules.MaxStartsPerHour = 2 }
+	a := r.fleet("a", "g", time.Minute, paced)
+	h := r.mustAdmit(a)
+	x := Completion{Client: r.c, NS: r.ns, BootID: "boot-a-2", FailureWindowSec: 3600}
+	if freed, err := x.Complete(ctx, NewClaim(a, h.Leases, time.Now(), 1)); err != nil || !freed {
+		t.Fatalf("complete: freed %v err %v", freed, err)
+	}
+	if r.exists(a.Key()) || r.exists(InflightKey(r.ns, "a")) {
+		t.Fatal("the completion left the slot or its in-flight record")
+	}
+	r.refused(r.fleet("b", "g", time.Minute, paced), RuleMinInterval)
+	c := r.fleet("c", "other", time.Minute, paced)
+	hc := r.mustAdmit(c)
+	x.BootID = "boot-c-2"
+	if _, err := x.Complete(ctx, NewClaim(c, hc.Leases, time.Now(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	v := r.refused(r.fleet("d", "third", time.Minute, paced), RuleRate)
+	if !strings.Contains(v.Reason, "2 reboots started") {
+		t.Fatalf("reason %q: want the two completed reboots counted", v.Reason)
+	}
+}
+
+// A percentage's seats count the nodes the admission counts: a node down in
+// its reboot for longer than its record's lease is still one of them by its
+// slot. Counting records alone made "50%" of four nodes one seat whenever a
+// node was down, and the line's smallest seat number capped the budget at 1
+// (bats/e2e_failure_budget.bats found it).
+func TestPercentSeatsCountNodesDown(t *testing.T) {
+	r := newRig(t)
+	half := func(f *Fleet) { f.Rules.MaxHolders = config.Budget{Percent: 50} }
+	for i := range 4 {
+		r.record(r.fleet(fmt.Sprintf("n%d", i), "", time.Minute, half), policy.StateIdle, false)
+	}
+	n1 := r.fleet("n1", "", time.Minute, half)
+	if seats, err := n1.Seats(context.Background()); err != nil || seats != 2 {
+		t.Fatalf("seats %d, %v: want 2 = 50%% of 4", seats, err)
+	}
+	// n0 is down: its slot lives, its record has run out.
+	r.mustAdmit(r.fleet("n0", "", time.Minute, half))
+	if _, err := r.c.Delete(context.Background(), RecordKey(r.ns, "n0")); err != nil {
+		t.Fatal(err)
+	}
+	if seats, err := n1.Seats(context.Background()); err != nil || seats != 2 {
+		t.Fatalf("seats %d, %v with n0 down: want 2 = 50%% of 4 (3 records, 1 slot without one)", seats, err)
+	}
+}

@@ -149,8 +149,9 @@ func (x Completion) now() time.Time {
 // (the boot id differs from the claim's): it deletes the slot key and its
 // in-flight record only while the slot is on the claim's lease (a slot
 // another machine wrote under the same name is left alone), writing the
-// completion's records in the same transaction (records), then revokes
-// the leases. freed says whether the key was deleted; ErrExpired with freed
+// completion's records in the same transaction (records), then revokes the
+// slot's and the in-flight record's leases; the start and pacing records
+// run out with theirs. freed says whether the key was deleted; ErrExpired with freed
 // false says the slot had already run out: the reboot did not complete in
 // time, and its in-flight record becomes a failure record (unless an
 // operator resumed the rollout since), so that coming back late does not
@@ -188,10 +189,11 @@ func (x Completion) Complete(ctx context.Context, cl Claim) (freed bool, err err
 		}
 	}
 	r := Free(ctx, x.Client, l.Slot)
-	for _, id := range []clientv3.LeaseID{l.Inflight, l.Start, l.Paced} {
-		if id != 0 {
-			_ = Free(ctx, x.Client, id)
-		}
+	// The start and pacing records stay: they time the fleet's rate and the
+	// group's bake from the take, on leases of their own, whether or not
+	// the reboot is done (Abort, for a reboot that never started, frees them).
+	if l.Inflight != 0 {
+		_ = Free(ctx, x.Client, l.Inflight)
 	}
 	switch {
 	case errors.Is(r, ErrExpired) && !resp.Succeeded:

@@ -80,20 +80,46 @@ func (f Fleet) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // Seats is how many seats of the group's lock this node asks for: its
-// max_holders, or for a percentage, that percentage of every health record
-// of the namespace (one count-only read). The seats only let nodes run
-// their checks in parallel; the admission holds the exact budget.
+// max_holders, or for a percentage, that percentage of the namespace's
+// nodes: its health records, and the slots of nodes whose record is gone (a
+// node down in its reboot for longer than its record's lease still counts,
+// as it does for the admission). Two small reads: the records are only
+// counted, the slots (at most the budgets) are listed. The seats only let
+// nodes run their checks in parallel; the admission holds the exact budget,
+// but the smallest seat number in the line caps it, so the seats must not
+// count fewer nodes than the admission does.
 func (f Fleet) Seats(ctx context.Context) (int, error) {
 	if f.Rules.MaxHolders.Percent == 0 {
 		return max(1, f.Rules.MaxHolders.N), nil
 	}
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()
-	resp, err := f.Client.Get(rctx, RecordsDir(f.NS), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := f.Client.Txn(rctx).Then(
+		clientv3.OpGet(RecordsDir(f.NS), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(Dir(f.NS), clientv3.WithPrefix(), clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		return 0, err
 	}
-	return f.Rules.MaxHolders.Of(int(resp.Count)), nil
+	nodes := int(resp.Responses[0].GetResponseRange().Count)
+	var recs []clientv3.Op
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		recs = append(recs, clientv3.OpGet(RecordKey(f.NS, strings.TrimPrefix(string(kv.Key), Dir(f.NS))), clientv3.WithCountOnly()))
+	}
+	// In batches below etcd's default of 128 operations per transaction.
+	for len(recs) > 0 {
+		batch := recs[:min(len(recs), 100)]
+		recs = recs[len(batch):]
+		has, err := f.Client.Txn(rctx).Then(batch...).Commit()
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range has.Responses {
+			if r.GetResponseRange().Count == 0 {
+				nodes++ // a slot without its record
+			}
+		}
+	}
+	return f.Rules.MaxHolders.Of(nodes), nil
 }
 
 // Member is one machine counted against max_holders.

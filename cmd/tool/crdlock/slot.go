@@ -89,7 +89,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	}
 	out, err := a.Admit(wctx)
 	if out.Halted {
-		logger.Error("the rollout halted itself: "+out.Verdict.Reason, "event", "rollout_halted")
+		logger.Error(out.Verdict.Reason, "event", "rollout_halted")
 		notes.halted(out.Verdict.Reason)
 	}
 	if len(out.Count.Disagree) > 0 {
