@@ -25,9 +25,9 @@ type Driver struct {
 	// cycle child waits for the lock (0: check_interval_sec).
 	WatchEvery time.Duration
 
-	mu      sync.Mutex
-	cfg     config.Config
-	view    policy.View
+	mu   sync.Mutex
+	cfg  config.Config
+	view policy.View
 	// summary is the last summary read (policy.Summary): what the
 	// pre-lock and post-reboot decisions use of the fleet.
 	summary policy.Summary
