@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 )
 
@@ -163,6 +164,37 @@ func TestPostReboot(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, w)
+			}
+		})
+	}
+}
+
+// The operator's request a reboot carried out is consumed by complete; the
+// rest of the same cycle must not read it (from the view cached before the
+// reboot) as a request for another one. A request of another revision (asked
+// again since) stays.
+func TestPostRebootForgetsTheRequestItCarriedOut(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		rev      int64
+		wantIdle bool
+	}{{"the request carried out", 7, true}, {"a newer request", 9, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			cfg := testConfig(w)
+			m := reboot.Marker{Version: 1, Node: "node-a", BootID: "boot-1", RequestedAt: testNow.Add(-5 * time.Minute),
+				Extra: map[string]string{MarkerRequestRevision: "7"}}
+			if err := reboot.WriteMarker(w.stateDir, m); err != nil {
+				t.Fatal(err)
+			}
+			w.detect.required = false
+			w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+			d := newDriver(t, w, cfg, nil)
+			// The publication before the cycle read the request.
+			d.published(PublishResult{Request: &policy.Override{Node: "node-a", Revision: tt.rev, Pause: policy.Pause{By: "op", Reason: "r", Since: testNow.Add(-10 * time.Minute)}}}, testNow)
+			out := d.RunOnce(context.Background(), Mode{})
+			if idle := out.Reason == ReasonNotNeeded && out.Step == 2; idle != tt.wantIdle {
+				t.Fatalf("got %s/%s step %d: %s %+v", out.Action, out.Reason, out.Step, out.Detail, out.Steps)
 			}
 		})
 	}

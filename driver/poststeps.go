@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -224,8 +225,25 @@ func (p *postRun) rebootCompleted(res CompleteResult) bool {
 			d.metrics.SlotExpired.Inc()
 		}
 	}
+	d.forgetRequest(cfg.NodeName, m.Extra[MarkerRequestRevision])
 	d.log.Info("coordinated reboot completed", "event", "reboot_completed", "duration_ms", done.Sub(m.RequestedAt).Milliseconds(),
 		"requested_at", m.RequestedAt, "slot_freed", res.Freed)
 	p.out.step(0, name, DecisionDone, "", fmt.Sprintf("reboot requested at %s completed; slot freed", m.RequestedAt.UTC().Format(time.RFC3339)))
 	return false
+}
+
+// forgetRequest drops from the cached view the reboot request a completed
+// reboot carried out (the complete step consumed it at that revision): the
+// rest of this cycle must not read it as a request for another reboot. A
+// request changed since (another revision) stays.
+func (d *Driver) forgetRequest(node, revision string) {
+	rev, err := strconv.ParseInt(revision, 10, 64)
+	if err != nil || rev <= 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r := d.view.Requested(node); r != nil && r.Revision == rev {
+		d.view.Requests = replaceOverride(d.view.Requests, node, nil)
+	}
 }

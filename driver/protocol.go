@@ -555,6 +555,11 @@ type FailureResult struct {
 }
 
 // CompleteResult is the JSON of `step complete`.
+// MarkerRequestRevision is the reboot marker's extra field naming the
+// revision of the operator's reboot request the reboot carried out; the
+// complete step consumes the request at that revision.
+const MarkerRequestRevision = "request_revision"
+
 type CompleteResult struct {
 	report.Header
 	// Freed is true when a slot of this node existed and was deleted.

@@ -148,7 +148,7 @@ func (s *session) request(ctx context.Context, a driver.OverrideArgs, res *drive
 
 // requestRevision is the reboot marker's extra field naming the revision of
 // the operator's request this reboot carried out.
-const requestRevision = "request_revision"
+const requestRevision = driver.MarkerRequestRevision
 
 // consumeRequest deletes this node's reboot request after the reboot the
 // marker records, if the marker carried one and the request did not change

@@ -363,7 +363,10 @@ func (s *Server) seat(ctx context.Context, f slot.Fleet) (*lock.Held, error) {
 	}
 	switch exitcode.CodeOf(err) {
 	case exitcode.LockBusy:
-		return nil, refuse(http.StatusLocked, KindSemaphoreFull, fmt.Sprintf("the line of lock %s is busy: other nodes hold its seats (see crd-lock status); ask again later", o.Key))
+		// Its place in the group's line, which a daemon or pipeline that
+		// joined the line later yields to (lib/slot groupBudget).
+		f.Enqueue(ctx, s.ticketTTL())
+		return nil, refuse(http.StatusLocked, KindSemaphoreFull, fmt.Sprintf("the line of lock %s is busy: other nodes hold its seats (see crd-lock status); this client keeps its place in the group's line, ask again later", o.Key))
 	case exitcode.Config:
 		return nil, refuse(http.StatusInternalServerError, KindMisconfigured, err.Error())
 	}
@@ -372,7 +375,7 @@ func (s *Server) seat(ctx context.Context, f slot.Fleet) (*lock.Held, error) {
 
 // SteadyState is UnlockIfHeld: it frees client id's slot, only if it is
 // the client's own (boot_id "fleetlock:<id>"), in whichever group, with its
-// in-flight record. A slot that had run out before the client came back is
+// in-flight record, and gives up the client's place in its group's line. A slot that had run out before the client came back is
 // a failure (docs/rollout.md): its in-flight record becomes a failure
 // record.
 func (s *Server) SteadyState(ctx context.Context, id, group string) (Result, error) {
@@ -383,6 +386,13 @@ func (s *Server) SteadyState(ctx context.Context, id, group string) (Result, err
 	x := slot.Completion{Client: f.Client, NS: f.NS, BootID: f.BootID, WaveBakeSec: s.Config.Rollout.WaveBakeSec,
 		FailureWindowSec: s.Config.Rollout.FailureWindowSec, Now: s.Now}
 	freed, err := x.CompleteByBoot(rctx, f.Key(), f.BootID, lg, f.Wave)
+	if err == nil || errors.Is(err, slot.ErrNotOurs) || errors.Is(err, slot.ErrExpired) {
+		// In steady state the client needs no reboot: it leaves its
+		// group's line (a place kept after a 423).
+		if derr := f.Dequeue(rctx); derr != nil {
+			s.Log.Warn("steady-state: cannot give up the client's place in its group's line; it ends with its lease", "id", id, "err", derr)
+		}
+	}
 	switch {
 	case errors.Is(err, slot.ErrNotOurs):
 		s.Log.Warn("steady-state: the slot under this id is another machine's; left alone", "id", id, "err", err)

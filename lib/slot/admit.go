@@ -102,6 +102,13 @@ func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 		}
 		if a.Recheck != nil && !rechecked {
 			if err := a.Recheck(ctx, c, v); err != nil {
+				if t := c.ticketOf(f.Node); t != nil {
+					// Not waiting any more (a window, a detector, the
+					// gate): its place would hold the others back.
+					rctx, cancel := f.rpc(ctx)
+					a.dropTicket(rctx, t)
+					cancel()
+				}
 				return out, err
 			}
 			rechecked = true
@@ -310,23 +317,31 @@ func (f Fleet) halt(ctx context.Context, c Count, v Verdict) bool {
 	return err == nil && resp.Succeeded
 }
 
-// ticket keeps this node's place in the fleet's line while it waits for
-// max_holders_total, and gives it up otherwise (best effort: a ticket left
-// behind ends with its lease).
+// ticket keeps this node's place in a line while it waits for a budget
+// (the fleet's, or a FleetLock client's group's), and while it waits on the
+// pacing after it; it gives the place up otherwise (best effort: a ticket
+// left behind ends with its lease).
 func (a *Admission) ticket(ctx context.Context, c Count, v Verdict) {
 	f := a.Fleet
-	var mine *Ticket
-	for i := range c.Tickets {
-		if c.Tickets[i].Node == f.Node {
-			mine = &c.Tickets[i]
-		}
+	mine := c.ticketOf(f.Node)
+	if mine != nil && !v.Ticket && v.Wait && (v.Rule == RuleMinInterval || v.Rule == RuleRate) {
+		v.Ticket, v.TicketKind = true, mine.Kind
 	}
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()
+	key := QueueDir(f.NS) + f.Node
 	switch {
-	case v.Ticket && mine != nil && a.TicketTTL > 0 && mine.Lease != 0:
-		_, _ = f.Client.KeepAliveOnce(rctx, clientv3.LeaseID(mine.Lease))
-	case v.Ticket && mine == nil:
+	case v.Ticket && mine != nil:
+		if a.TicketTTL > 0 && mine.Lease != 0 {
+			_, _ = f.Client.KeepAliveOnce(rctx, clientv3.LeaseID(mine.Lease))
+		}
+		if mine.Kind != v.TicketKind {
+			// The same place (its create revision), for the other budget.
+			val, _ := json.Marshal(Ticket{Node: f.Node, Group: f.Group, Kind: v.TicketKind, Via: f.Via, Since: mine.Since})
+			_, _ = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", mine.CreateRevision)).
+				Then(clientv3.OpPut(key, string(val), clientv3.WithIgnoreLease())).Commit()
+		}
+	case v.Ticket:
 		var lease clientv3.LeaseID
 		switch {
 		case a.TicketTTL > 0:
@@ -340,14 +355,65 @@ func (a *Admission) ticket(ctx context.Context, c Count, v Verdict) {
 		default:
 			return
 		}
-		val, _ := json.Marshal(Ticket{Node: f.Node, Group: f.Group, Since: f.now().UTC()})
-		key := QueueDir(f.NS) + f.Node
+		val, _ := json.Marshal(Ticket{Node: f.Node, Group: f.Group, Kind: v.TicketKind, Via: f.Via, Since: f.now().UTC()})
 		_, _ = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
-	case !v.Ticket && mine != nil && !v.Admit:
-		_, _ = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(mine.Key), "=", mine.CreateRevision)).
-			Then(clientv3.OpDelete(mine.Key)).Commit()
+	case mine != nil && !v.Admit:
+		a.dropTicket(rctx, mine)
 	}
+}
+
+// dropTicket gives up this node's ticket, if it is still the one read.
+func (a *Admission) dropTicket(ctx context.Context, t *Ticket) {
+	_, _ = a.Fleet.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.CreateRevision)).
+		Then(clientv3.OpDelete(t.Key)).Commit()
+}
+
+// Enqueue keeps node's place in its group's line for a FleetLock client
+// that could not even get a seat of the group's lock (the line busy): a
+// group ticket on a lease of ttl, or the lease of the one it has renewed.
+func (f Fleet) Enqueue(ctx context.Context, ttl time.Duration) {
+	key := QueueDir(f.NS) + f.Node
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	resp, err := f.Client.Get(rctx, key)
+	if err != nil {
+		return
+	}
+	if len(resp.Kvs) > 0 {
+		if l := resp.Kvs[0].Lease; l != 0 {
+			_, _ = f.Client.KeepAliveOnce(rctx, clientv3.LeaseID(l))
+		}
+		return
+	}
+	g, err := f.Client.Grant(rctx, int64(max(ttl/time.Second, 2)))
+	if err != nil {
+		return
+	}
+	val, _ := json.Marshal(Ticket{Node: f.Node, Group: f.Group, Kind: TicketGroup, Via: f.Via, Since: f.now().UTC()})
+	_, _ = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(g.ID))).Commit()
+}
+
+// Dequeue gives up node's place in a line, if the ticket there is this
+// entry point's (a FleetLock client's steady-state: it needs no reboot any
+// more, so it must not keep others of its group waiting). A ticket of
+// another entry point under the same name is left alone.
+func (f Fleet) Dequeue(ctx context.Context) error {
+	key := QueueDir(f.NS) + f.Node
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	resp, err := f.Client.Get(rctx, key)
+	if err != nil || len(resp.Kvs) == 0 {
+		return err
+	}
+	var t Ticket
+	if json.Unmarshal(resp.Kvs[0].Value, &t) != nil || t.Via != f.Via {
+		return nil
+	}
+	_, err = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)).
+		Then(clientv3.OpDelete(key)).Commit()
+	return err
 }
 
 // Until is when the marks a paced node waits for end: the earliest end of

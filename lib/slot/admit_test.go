@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
@@ -489,5 +490,102 @@ func TestPercentSeatsCountNodesDown(t *testing.T) {
 	}
 	if seats, err := n1.Seats(context.Background()); err != nil || seats != 2 {
 		t.Fatalf("seats %d, %v with n0 down: want 2 = 50%% of 4 (3 records, 1 slot without one)", seats, err)
+	}
+}
+
+// Inside a group, a FleetLock client (which cannot wait under a seat) keeps
+// a group ticket, and a daemon that joined the group's line after it
+// yields: it is refused without waiting and gives up its seat; a daemon
+// that joined before it goes first.
+func TestGroupLineHasFleetLockClients(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	seat := func(f Fleet) *lock.Held {
+		t.Helper()
+		h, err := lock.Acquire(ctx, r.c, lock.Options{Key: f.SeatKey(), MaxHolders: 1, TTL: 10 * time.Second, Node: f.Node, BootID: f.BootID, MachineID: f.MachineID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Release(ctx) })
+		return h
+	}
+	first := r.mustAdmit(r.fleet("d0", "g", time.Minute))
+	// d1 joined the line before the FleetLock client asked.
+	d1 := r.fleet("d1", "g", time.Minute)
+	s1 := seat(d1)
+	fl := r.fleet("z1", "g", time.Minute)
+	fl.BootID, fl.MachineID, fl.Via = "fleetlock:z1", "", ViaFleetLock
+	az := Admission{Fleet: fl, TicketTTL: time.Minute}
+	if _, err := az.Admit(ctx); err == nil {
+		t.Fatal("z1 admitted beside d0")
+	}
+	if !r.exists(QueueDir(r.ns) + "z1") {
+		t.Fatal("the refused FleetLock client has no ticket")
+	}
+	if err := Abort(ctx, r.c, first.Leases); err != nil {
+		t.Fatal(err)
+	}
+	// d1's seat is older than z1's ticket: d1 goes first.
+	a1 := Admission{Fleet: d1, Seat: s1}
+	out, err := a1.Admit(ctx)
+	if err != nil || out.Held == nil {
+		t.Fatalf("d1 (in line before z1): %v, want its turn", err)
+	}
+	_ = s1.Release(ctx)
+	if err := Abort(ctx, r.c, out.Held.Leases); err != nil {
+		t.Fatal(err)
+	}
+	// d2 joins the line after z1's ticket: refused, not told to wait.
+	d2 := r.fleet("d2", "g", time.Minute)
+	s2 := seat(d2)
+	a2 := Admission{Fleet: d2, Seat: s2, Wait: true}
+	_, err = a2.Admit(ctx)
+	var ref *Refusal
+	if !errors.As(err, &ref) || ref.Rule != RuleMaxHolders || ref.Wait || !ref.Yield || !strings.Contains(ref.Reason, "z1 (since") {
+		t.Fatalf("d2: %v (%+v), want refused behind z1 without waiting", err, ref)
+	}
+	_ = s2.Release(ctx)
+	if out, err := az.Admit(ctx); err != nil || out.Held == nil {
+		t.Fatalf("z1: %v, want its turn", err)
+	}
+	if r.exists(QueueDir(r.ns) + "z1") {
+		t.Error("z1's ticket outlived its take")
+	}
+}
+
+// Under max_holders_total, a daemon holding its group's seat does not wait
+// behind a FleetLock client of its own group that waited longer: that
+// client needs the seat to take its turn, so the daemon gives it up.
+func TestFleetLineYieldsTheSeat(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	total := func(f *Fleet) { f.Rules.MaxTotal = config.Count(1); f.Rules.MaxHolders = config.Count(2) }
+	first := r.mustAdmit(r.fleet("o1", "other", time.Minute, total))
+	fl := r.fleet("z1", "g", time.Minute, total)
+	fl.BootID, fl.MachineID, fl.Via = "fleetlock:z1", "", ViaFleetLock
+	az := Admission{Fleet: fl, TicketTTL: time.Minute}
+	if _, err := az.Admit(ctx); err == nil {
+		t.Fatal("z1 admitted beside o1")
+	}
+	if err := Abort(ctx, r.c, first.Leases); err != nil {
+		t.Fatal(err)
+	}
+	d := r.fleet("d1", "g", time.Minute, total)
+	h, err := lock.Acquire(ctx, r.c, lock.Options{Key: d.SeatKey(), MaxHolders: 1, TTL: 10 * time.Second, Node: d.Node, BootID: d.BootID, MachineID: d.MachineID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.Release(ctx) }()
+	ad := Admission{Fleet: d, Seat: h, Wait: true}
+	_, err = ad.Admit(ctx)
+	var ref *Refusal
+	if !errors.As(err, &ref) || ref.Rule != RuleMaxTotal || ref.Wait || !ref.Yield || !strings.Contains(ref.Reason, "need this node's lock seat") {
+		t.Fatalf("d1: %v, want refused without waiting, the seat given up for z1", err)
+	}
+	// A daemon of another group waits behind z1 as usual.
+	o := r.fleet("o2", "other", time.Minute, total)
+	v := r.refused(o, RuleMaxTotal)
+	if !v.Wait {
+		t.Errorf("o2: %q, want a wait", v.Reason)
 	}
 }

@@ -97,6 +97,9 @@ func (k *counting) seats(kvs []*mvccpb.KeyValue, seat string) {
 			maxSeen[a.MaxHolders] = true
 			c.SeatMax = smallestOn(c.SeatMax, a.MaxHolders)
 		}
+		if key == seat {
+			c.SeatRev = kv.CreateRevision
+		}
 		if key == seat || l.position >= l.running {
 			continue // this node, or a waiter (its max_holders counts all the same)
 		}

@@ -41,6 +41,11 @@ type Verdict struct {
 	// acting (a slot freed, a pacing record's lease ended); else the rule
 	// refuses until something changes (an operator, a lower wave, health).
 	Wait bool `json:"wait,omitempty"`
+	// Yield, when not admitted: FleetLock clients that asked first need
+	// the lock seat this node holds to take their turn; the node gives the
+	// seat up and asks again later (a daemon on its next cycle, a pipeline
+	// after a pause, within its --timeout).
+	Yield bool `json:"yield,omitempty"`
 	// Rule is the rule that said no, Reason one line saying why and what
 	// lets it go on.
 	Rule   string `json:"rule,omitempty"`
@@ -61,8 +66,10 @@ type Verdict struct {
 	// HaltNew: the budget is spent and no halt is recorded yet: the
 	// admission records it.
 	HaltNew bool `json:"-"`
-	// Ticket: this node waits for the fleet's budget and keeps a ticket.
-	Ticket bool `json:"-"`
+	// Ticket: this node waits for a budget and keeps a ticket of
+	// TicketKind (TicketFleet, TicketGroup).
+	Ticket     bool   `json:"-"`
+	TicketKind string `json:"-"`
 	// Marks are the pacing records a paced node waits for (Until from
 	// their leases).
 	Marks []Mark `json:"-"`
@@ -134,9 +141,8 @@ func (f Fleet) Decide(c Count) Verdict {
 	if !d.Allowed {
 		return refuse(v, RulePolicy, exitcode.HealthBlocked, "policy %s: %s", d.Rule, d.Reason)
 	}
-	if len(c.Members) > v.Rules.MaxHolders {
-		return wait(v, RuleMaxHolders, "other nodes of %s are rebooting (%s; max_holders %d%s)",
-			groupName(f.Group), describe(c.Members[1:]), v.Rules.MaxHolders, percentOf(f.Rules.MaxHolders, v.GroupNodes))
+	if v = f.groupBudget(c, v); v.Rule != "" {
+		return v
 	}
 	if v = f.fleetBudget(c, v); v.Rule != "" {
 		return v
@@ -421,6 +427,63 @@ func (f Fleet) waves(c Count, v Verdict) Verdict {
 	return v
 }
 
+// groupBudget is max_holders. Daemons and pipelines wait for it under their
+// seat of the group's line, in the line's order; a FleetLock client cannot
+// (it asks, and is answered within a request), so it keeps a group ticket
+// while it waits, and a ticket older than a candidate's seat goes first: a
+// daemon or pipeline that finds room only for the FleetLock clients that
+// asked before it joined the line is refused, gives up its seat and asks
+// again on its next cycle (docs/fleetlock.md, "Fairness inside a group").
+func (f Fleet) groupBudget(c Count, v Verdict) Verdict {
+	limit := v.Rules.MaxHolders
+	free := limit - (len(c.Members) - 1)
+	fleetlock := f.Via == ViaFleetLock
+	pct := percentOf(f.Rules.MaxHolders, v.GroupNodes)
+	if free <= 0 {
+		v.Ticket, v.TicketKind = fleetlock, TicketGroup
+		return wait(v, RuleMaxHolders, "other nodes of %s are rebooting (%s; max_holders %d%s)",
+			groupName(f.Group), describe(c.Members[1:]), limit, pct)
+	}
+	mine := c.ticketOf(f.Node)
+	var ahead []string
+	for _, t := range c.Tickets {
+		if t.Kind != TicketGroup || t.Group != f.Group || t.Node == f.Node {
+			continue
+		}
+		older := true
+		switch {
+		case fleetlock && mine != nil:
+			older = t.CreateRevision < mine.CreateRevision
+		case !fleetlock && c.SeatRev != 0:
+			older = t.CreateRevision < c.SeatRev
+		}
+		if older {
+			ahead = append(ahead, fmt.Sprintf("%s (since %s)", t.Node, stamp(t.Since)))
+		}
+	}
+	if len(ahead) < free {
+		return v
+	}
+	if fleetlock {
+		v.Ticket, v.TicketKind = true, TicketGroup
+		return wait(v, RuleMaxHolders, "%s has room for %d (max_holders %d%s), and %d FleetLock client(s) of it asked longer: %s",
+			groupName(f.Group), free, limit, pct, len(ahead), strings.Join(ahead, ", "))
+	}
+	v.Yield = true
+	return refuse(v, RuleMaxHolders, exitcode.HealthBlocked, "%s has room for %d (max_holders %d%s), and %d FleetLock client(s) of it asked before this node joined the line: %s; they go first: this node gives its lock seat up and asks again later",
+		groupName(f.Group), free, limit, pct, len(ahead), strings.Join(ahead, ", "))
+}
+
+// ticketOf is node's ticket (nil: none).
+func (c Count) ticketOf(node string) *Ticket {
+	for i := range c.Tickets {
+		if c.Tickets[i].Node == node {
+			return &c.Tickets[i]
+		}
+	}
+	return nil
+}
+
 // fleetBudget is max_holders_total, with the fleet's line: the nodes that
 // waited for it longer go first.
 func (f Fleet) fleetBudget(c Count, v Verdict) Verdict {
@@ -429,26 +492,34 @@ func (f Fleet) fleetBudget(c Count, v Verdict) Verdict {
 		return v
 	}
 	free := limit - (len(c.Total) - 1)
-	var mine *Ticket
-	for i := range c.Tickets {
-		if c.Tickets[i].Node == f.Node {
-			mine = &c.Tickets[i]
-		}
-	}
-	var ahead []string
+	mine := c.ticketOf(f.Node)
+	var ahead, needSeat []string
 	for _, t := range c.Tickets {
+		if t.Kind != TicketFleet {
+			continue
+		}
 		if t.Node != f.Node && (mine == nil || t.CreateRevision < mine.CreateRevision) {
 			ahead = append(ahead, fmt.Sprintf("%s (%s)", t.Node, groupName(t.Group)))
+			if t.Via == ViaFleetLock && t.Group == f.Group {
+				needSeat = append(needSeat, t.Node)
+			}
 		}
 	}
 	pct := percentOf(f.Rules.MaxTotal, v.FleetNodes)
 	switch {
+	case free > 0 && len(ahead) >= free && len(needSeat) > 0 && f.Via != ViaFleetLock:
+		// A FleetLock client of this group ahead needs a seat of the
+		// group's line to take its turn: waiting under this one would
+		// keep it out for good.
+		v.Yield = true
+		return refuse(v, RuleMaxTotal, exitcode.HealthBlocked, "the fleet's budget (max_holders_total %d%s) has room for %d, and %d node(s) waited for it longer: %s; FleetLock client(s) of %s among them need this node's lock seat: it gives the seat up and asks again later",
+			limit, pct, free, len(ahead), strings.Join(ahead, ", "), groupName(f.Group))
 	case free <= 0:
-		v.Ticket = true
+		v.Ticket, v.TicketKind = true, TicketFleet
 		return wait(v, RuleMaxTotal, "%d nodes are rebooting across the fleet (%s; max_holders_total %d%s)",
 			len(c.Total)-1, describe(c.Total[1:]), limit, pct)
 	case len(ahead) >= free:
-		v.Ticket = true
+		v.Ticket, v.TicketKind = true, TicketFleet
 		return wait(v, RuleMaxTotal, "the fleet's budget (max_holders_total %d%s) has room for %d, and %d node(s) waited for it longer: %s",
 			limit, pct, free, len(ahead), strings.Join(ahead, ", "))
 	}

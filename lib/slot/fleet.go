@@ -172,8 +172,12 @@ type Count struct {
 	Hold, Request *policy.Override
 	// Rollout is the failure budget's, pacing's and waves' records.
 	Rollout Rollout
-	// Tickets are the fleet's line for max_holders_total, oldest first.
+	// Tickets are the fleet's line for max_holders_total and the FleetLock
+	// clients' lines for their groups, oldest first.
 	Tickets []Ticket
+	// SeatRev is the create revision of this node's seat: when it joined
+	// the lock's line (0: it holds none).
+	SeatRev int64
 	// Problem, when set, forbids taking a slot: another machine uses this
 	// node's name, or another lock's slot or record shares the namespace
 	// (exit 2).

@@ -52,9 +52,15 @@ func DoneDir(ns string) string { return RolloutDir(ns) + "done/" }
 // DoneKey is node's last completed reboot.
 func DoneKey(ns, node string) string { return DoneDir(ns) + node }
 
-// QueueDir holds the tickets of the nodes waiting for the fleet's budget:
-// <ns>queue/.
+// QueueDir holds the tickets of the nodes waiting for the fleet's budget,
+// and of the FleetLock clients waiting for their group's: <ns>queue/.
 func QueueDir(ns string) string { return ns + "queue/" }
+
+// The kinds of ticket.
+const (
+	TicketFleet = ""
+	TicketGroup = "group"
+)
 
 // Vias: the entry point that took a slot.
 const (
@@ -146,10 +152,18 @@ type Mark struct {
 	Lease int64  `json:"-"`
 }
 
-// Ticket is a node's place in the fleet's line (QueueDir).
+// Ticket is a node's place in the fleet's line (QueueDir), or a FleetLock
+// client's in its group's (Kind TicketGroup).
 type Ticket struct {
-	Node           string    `json:"node"`
-	Group          string    `json:"group"`
+	Node  string `json:"node"`
+	Group string `json:"group"`
+	// Kind is the budget waited for: TicketFleet (max_holders_total) or
+	// TicketGroup (max_holders, FleetLock clients only: they cannot wait
+	// under a seat as daemons and pipelines do).
+	Kind string `json:"kind,omitempty"`
+	// Via is the entry point that waits (ViaDaemon, ViaPipeline,
+	// ViaFleetLock).
+	Via            string    `json:"via,omitempty"`
 	Since          time.Time `json:"since"`
 	Key            string    `json:"-"`
 	CreateRevision int64     `json:"-"`

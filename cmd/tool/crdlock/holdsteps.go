@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -127,16 +128,33 @@ func (h *holdRun) acquire(ctx context.Context, sigc <-chan os.Signal) (*clientv3
 		lo.MaxHolders = seats
 		res.MaxHolders = seats
 	}
-	h.held, err = lock.Acquire(actx, client, lo)
-	if err == nil && *o.withSlot {
+	for {
+		h.held, err = lock.Acquire(actx, client, lo)
+		if err != nil || !*o.withSlot {
+			break
+		}
 		h.slot, err = takeRebootSlot(actx, client, h.cfg, h.held, bootID, machineID, h.logger, h.notes)
-		if err != nil {
-			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = h.held.Release(rctx)
-			rcancel()
-		} else {
+		if err == nil {
 			res.SlotKey = h.slot.held.Key
 			res.Silences = h.slot.silences
+			break
+		}
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = h.held.Release(rctx)
+		rcancel()
+		var y *yieldError
+		if !errors.As(err, &y) {
+			break
+		}
+		// FleetLock clients of this group asked first and need the seat
+		// this node held: it gave the seat up; it asks again after a
+		// pause, within --timeout.
+		pause := yieldPause(h.cfg)
+		h.logger.Info("lock seat given up: "+y.Error()+"; asking again", "event", "seat_yielded", "retry_in", pause.String())
+		select {
+		case <-actx.Done():
+			return client, yieldTimeout(actx, y)
+		case <-time.After(pause):
 		}
 	}
 	if err != nil {
@@ -149,6 +167,26 @@ func (h *holdRun) acquire(ctx context.Context, sigc <-chan os.Signal) (*clientv3
 	res.FencingToken, res.LeaseID, res.AcquiredAt, res.LockWaitMS = held.FencingToken(), fmt.Sprintf("%x", int64(held.LeaseID())), ann.AcquiredAt, &wait
 	h.logger.Info("lock acquired", "key", h.key, "fencing_token", held.FencingToken(), "lease_id", res.LeaseID, "lock_wait_ms", wait)
 	return client, nil
+}
+
+// yieldPause is how long a pipeline that gave its lock seat up to FleetLock
+// clients waits before it asks again: check_interval_sec, at most 30 s.
+func yieldPause(cfg config.Config) time.Duration {
+	d := time.Duration(cfg.CheckIntervalSec) * time.Second
+	if d <= 0 || d > 30*time.Second {
+		d = 30 * time.Second
+	}
+	return d
+}
+
+// yieldTimeout is the error of a wait that ended while this node had given
+// its seat up: --timeout (LockBusy, as for any wait for the slot) or a
+// signal.
+func yieldTimeout(actx context.Context, y *yieldError) error {
+	if !errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return exitcode.Errorf(exitcode.Interrupted, "crd-lock: hold --reboot-slot: interrupted while waiting for a reboot slot")
+	}
+	return exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: no reboot slot admitted before --timeout: %v; COMMAND was not run", strings.TrimPrefix(y.Error(), "crd-lock: hold --reboot-slot: not admitted "))
 }
 
 // startGuardian starts the process that kills COMMAND's whole process group

@@ -103,6 +103,8 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 			"slot_ttl_sec", int64(r.fleet.TTL/time.Second), "max_holders", out.Verdict.Rules.MaxHolders)
 		notes.slotTaken(held.FencingToken(), out.Held.Key)
 		return r, r.silence(wctx, cfg, held.FencingToken())
+	case errors.As(err, &refusal) && refusal.Yield:
+		return nil, &yieldError{exitcode.Errorf(exitcode.CodeOf(err), "crd-lock: hold --reboot-slot: not admitted (rule %s): %s", refusal.Rule, refusal.Reason)}
 	case errors.As(err, &refusal):
 		return nil, exitcode.Errorf(exitcode.CodeOf(err), "crd-lock: hold --reboot-slot: not admitted (rule %s): %s", refusal.Rule, refusal.Reason)
 	case errors.Is(err, slot.ErrSeatLost):
@@ -114,6 +116,13 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	}
 	return nil, r.waitErr(ctx, held, err)
 }
+
+// yieldError is a refusal after which this node gives its lock seat up and
+// asks again (slot.Verdict.Yield): FleetLock clients that asked first need
+// the seat.
+type yieldError struct{ error }
+
+func (e *yieldError) Unwrap() error { return e.error }
 
 // prepare records the claim in state_dir before the slot is written.
 func (r *rebootSlot) prepare(held *lock.Held) func(context.Context, slot.Leases) error {
