@@ -16,6 +16,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/pkgbusy"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
@@ -359,13 +360,19 @@ func (c *cycleRun) detect() error {
 	if rep.Err != nil {
 		return c.stop(driver.ReasonDetector, rep.Err)
 	}
-	if !rep.RebootRequired && c.requested != nil {
-		c.log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
-			"by", c.requested.By, "since", c.requested.Since.Format(time.RFC3339), "request_reason", c.requested.Reason)
-		return nil
+	if !rep.RebootRequired && c.requested == nil {
+		return c.stop(driver.ReasonNotNeeded, exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do"))
 	}
 	if !rep.RebootRequired {
-		return c.stop(driver.ReasonNotNeeded, exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do"))
+		c.log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
+			"by", c.requested.By, "since", c.requested.Since.Format(time.RFC3339), "request_reason", c.requested.Reason)
+	}
+	// Beside the detectors, as before the lock: a package transaction that
+	// began while this node waited in line stops it before a slot is taken
+	// or a hook drains anything (lib/reboot looks once more before the
+	// reboot command).
+	if err := pkgbusy.Check(c.w.root); err != nil {
+		return c.stop(driver.ReasonPackageManagerBusy, err)
 	}
 	return nil
 }
