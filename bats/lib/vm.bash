@@ -671,7 +671,9 @@ vm_diag() {
 		}
 	done
 	echo "--- slots (host's etcd watch)"
-	vm_slots /dev/stdout 2>/dev/null
+	# Not to /dev/stdout: opening it truncates the file bats collects the
+	# output in.
+	vm_slots "$VM_DIR/slots.txt" 2>/dev/null && cat "$VM_DIR/slots.txt"
 }
 
 # vm_keep_logs DIR: copy the run's records (not the disks) to DIR.

@@ -22,11 +22,13 @@ teardown() {
 	vm_stop_all
 }
 
-# fleet [CONFIG] NAME...: the VMs NAME..., each with CONFIG as its test
-# drop-in, booted, provisioned and up (their first boot's "up").
+# fleet CONFIG NAME...: a 3-member etcd and the VMs NAME..., each with
+# CONFIG as its test drop-in, booted, provisioned and up (their first
+# boot's "up").
 fleet() {
 	local cfg=$1 n
 	shift
+	vm_etcd_start 3
 	for n in "$@"; do vm_add "$n" "$cfg"; done
 	vm_start "$@"
 	vm_provision "$@"
