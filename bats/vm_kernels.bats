@@ -40,3 +40,10 @@ madison() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/madison"; }
 	run -1 "$KERNELS" --madison "$BATS_TEST_TMPDIR/madison" bookworm
 	assert_output --partial "apt knows no"
 }
+
+@test "vm scripts: the image, prepare and sweep scripts parse" {
+	local s
+	for s in vm-image vm-kernels vm-prepare vm-sweep; do
+		run -0 sh -n "$REPO_ROOT/scripts/$s"
+	done
+}
