@@ -138,8 +138,11 @@ _vm_certs() {
 			-subj "/CN=crd-e2e-vm CA" -keyout ca-key.pem -out ca.pem 2>/dev/null
 		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=etcd" \
 			-keyout server-key.pem -out server.csr 2>/dev/null
-		printf 'subjectAltName=IP:%s.2,IP:%s.3,IP:%s.4,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' \
-			"$VM_SUBNET" "$VM_SUBNET" "$VM_SUBNET" >server.ext
+		# .1 too: a member's connections to its peers leave from the
+		# bridge's first address, and etcd checks a peer's certificate
+		# against the address it connects from.
+		printf 'subjectAltName=IP:%s.1,IP:%s.2,IP:%s.3,IP:%s.4,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' \
+			"$VM_SUBNET" "$VM_SUBNET" "$VM_SUBNET" "$VM_SUBNET" >server.ext
 		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
 			-extfile server.ext -out server.pem 2>/dev/null
 		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=clusterrebootd" \
