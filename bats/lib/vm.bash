@@ -41,8 +41,9 @@
 #   vm_install_kernel NAME... start `dpkg -i` of the new kernel in NAME (in the
 #                             background; its output in $VM_DIR/NAME/dpkg.log)
 #   vm_wait_dpkg NAME SEC     wait for that dpkg to end; fails unless it exited 0
-#   vm_hold_transaction NAME  make the next kernel install stop after
+#   vm_hold_transaction NAME [late]  make the next kernel install stop after
 #                             /run/reboot-required exists and before zz-update-grub
+#                             (late: after it, the transaction still open)
 #   vm_release_transaction NAME
 #   vm_wait_ledger NAME WORD SEC [AFTER]  wait for NAME's ledger line WORD
 #                             (up, down, held, ...) that arrived after host time AFTER
@@ -412,7 +413,8 @@ _vm_guest_setup() {
 		UNIT
 		# Kernel hooks of the test, around Debian's own: run-parts runs
 		# initramfs-tools, unattended-upgrades (writes /run/reboot-required),
-		# y-crd-e2e-hold, zz-update-grub, zzz-crd-e2e-done in this order.
+		# y-crd-e2e-hold, zz-update-grub, zzz-crd-e2e-done,
+		# zzzz-crd-e2e-hold-late in this order.
 		cat >/etc/kernel/postinst.d/y-crd-e2e-hold <<-'SH'
 			#!/bin/sh
 			# Test only (make e2e-vm): while /run/crd-e2e/hold exists, keep the
@@ -429,7 +431,19 @@ _vm_guest_setup() {
 			# Test only (make e2e-vm): the boot menu is written.
 			/usr/local/lib/crd-e2e/ledger grub-done
 		SH
-		chmod 0755 /etc/kernel/postinst.d/y-crd-e2e-hold /etc/kernel/postinst.d/zzz-crd-e2e-done
+		cat >/etc/kernel/postinst.d/zzzz-crd-e2e-hold-late <<-'SH'
+			#!/bin/sh
+			# Test only (make e2e-vm): while /run/crd-e2e/hold-late exists, keep the
+			# package transaction open after the boot menu was written, so that it
+			# ends within a second of its release (at most 30 minutes).
+			[ -e /run/crd-e2e/hold-late ] || exit 0
+			/usr/local/lib/crd-e2e/ledger held-late
+			i=0
+			while [ -e /run/crd-e2e/hold-late ] && [ $i -lt 1800 ]; do sleep 1; i=$((i + 1)); done
+			/usr/local/lib/crd-e2e/ledger released-late
+		SH
+		chmod 0755 /etc/kernel/postinst.d/y-crd-e2e-hold /etc/kernel/postinst.d/zzz-crd-e2e-done \
+			/etc/kernel/postinst.d/zzzz-crd-e2e-hold-late
 		systemctl daemon-reload
 	EOF
 }
@@ -468,8 +482,11 @@ vm_wait_dpkg() {
 	}
 }
 
-vm_hold_transaction() { vm_ssh "$1" 'mkdir -p /run/crd-e2e && touch /run/crd-e2e/hold'; }
-vm_release_transaction() { vm_ssh "$1" 'rm -f /run/crd-e2e/hold'; }
+# vm_hold_transaction NAME [late]: the next kernel install stops before
+# zz-update-grub (its ledger says "held"), or with late after it
+# ("held-late": the transaction still open, nothing slow left to do).
+vm_hold_transaction() { vm_ssh "$1" "mkdir -p /run/crd-e2e && touch /run/crd-e2e/hold${2:+-$2}"; }
+vm_release_transaction() { vm_ssh "$1" 'rm -f /run/crd-e2e/hold /run/crd-e2e/hold-late'; }
 
 ## The host's records ########################################################
 

@@ -41,7 +41,7 @@ ledger_ok() {
 	cat "$BATS_TEST_TMPDIR/ledger"
 	run -0 "$REPO_ROOT/scripts/e2e-ledger-check" "$@" "$BATS_TEST_TMPDIR/ledger"
 	echo "$output"
-	echo "# $(grep '^rollout:' <<<"$output")" >&3
+	grep -E '^(rollout:|never more than)' <<<"$output" | sed 's/^/# /' >&3
 }
 
 # one_real_reboot NAME: NAME went down once and came back once on the new
@@ -111,25 +111,28 @@ slots_one_at_a_time() {
 
 # The lost-VM scenarios (B, C): the first VM's slot runs out because it
 # never comes back. reboot_slot_ttl_sec 120 (the minimum is 60: 120 leaves
-# the others time to finish their transactions and queue while the slot is
-# held); an observation period of 120 s after it ran out, 24 check
+# the others, slow under emulation, time to end their transactions and
+# queue while the slot is held); an observation period of 120 s after it ran out, 24 check
 # intervals, in which a rollout that was not halted would have rebooted the
 # next VM (it waits under the lock and goes within seconds of the expiry).
 LOST_TTL=120
 LOST_WATCH=120
 
 # lost_vm_prelude FIRST OTHERS...: every VM installs the kernel with its
-# transaction held open (the flag written, the boot menu not yet); FIRST is
+# transaction held open: FIRST's with the flag written and the boot menu
+# not yet ($LOST_BREAK FIRST runs then, when set), the others' after their
+# boot menu (so they finish within a second of their release). FIRST is
 # released, finishes and reboots; its "down" time is printed. At that
 # moment $LOST_AT_DOWN FIRST runs (when set); then the others are released,
-# so they need their reboot while FIRST's slot is held. $LOST_BREAK FIRST
-# runs while FIRST's transaction is held.
+# so they need their reboot while FIRST's slot is held.
 lost_vm_prelude() {
 	local first=$1 n down
 	shift
-	for n in "$first" "$@"; do vm_hold_transaction "$n"; done
+	vm_hold_transaction "$first"
+	for n in "$@"; do vm_hold_transaction "$n" late; done
 	vm_install_kernel "$first" "$@"
-	for n in "$first" "$@"; do vm_wait_ledger "$n" held 1800 >/dev/null; done
+	vm_wait_ledger "$first" held 1800 >/dev/null
+	for n in "$@"; do vm_wait_ledger "$n" held-late 1800 >/dev/null; done
 	"${LOST_BREAK:-true}" "$first"
 	vm_release_transaction "$first"
 	down=$(vm_wait_ledger "$first" down 900)

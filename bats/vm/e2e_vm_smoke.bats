@@ -75,6 +75,8 @@ teardown() {
 	up=$(vm_wait_ledger v1 up 900 "$down")
 	vm_wait_kernel 600 v1
 	echo "held $held released $released grub-done $grub down $down up $up"
+	awk -v h="$held" -v r="$released" -v g="$grub" -v d="$down" -v u="$up" -v k="$VM_KERNEL_NEW" 'BEGIN {
+		printf "# transaction held open %.0f s with the flag written; released, the boot menu written %.0f s later, down %.0f s after that, up on %s after %.0f s\n", r - h, g - r, d - g, k, u - d }' >&3
 	# Never during the transaction: the machine went down only after the boot
 	# menu was written.
 	awk -v h="$held" -v r="$released" -v g="$grub" -v d="$down" -v u="$up" 'BEGIN { exit !(h < r && r < g && g < d && d < u) }'
@@ -96,7 +98,7 @@ teardown() {
 	cat "$BATS_TEST_TMPDIR/ledger"
 	run -0 "$REPO_ROOT/scripts/e2e-ledger-check" --max 1 --expect 1 "$BATS_TEST_TMPDIR/ledger"
 	echo "$output"
-	echo "# $(grep '^rollout:' <<<"$output")" >&3
+	grep -E '^(rollout:|never more than)' <<<"$output" | sed 's/^/# /' >&3
 
 	# etcd's record, read by the host: the slot was taken after the transaction
 	# ended and freed after the node came back (its post-reboot checks passed).
