@@ -26,10 +26,10 @@ E2E_VM_CACHE   = $(TOOLS)/cache/vm
 E2E_VM_SUITE  ?= bookworm
 E2E_VM_FILES  ?= $(ROOT)/bats/vm/e2e_vm_smoke.bats $(ROOT)/bats/vm/e2e_vm.bats
 E2E_VM_BATS_FLAGS ?=
-# QEMU and its tools; debootstrap, sfdisk (fdisk), mkfs/e2fsck (e2fsprogs) for
-# the image; ssh into the VMs; socat for the serial and QMP sockets; nft for
+# QEMU and its tools; debootstrap, sfdisk (fdisk), mkfs/e2fsck (e2fsprogs),
+# losetup (mount) for the image; ssh into the VMs; socat for the serial and QMP sockets; nft for
 # the partitions; openssl for etcd's certificates.
-E2E_VM_APT    := qemu-system-x86 qemu-utils debootstrap fdisk e2fsprogs openssh-client socat \
+E2E_VM_APT    := qemu-system-x86 qemu-utils debootstrap fdisk e2fsprogs mount openssh-client socat \
                  nftables iproute2 jq openssl util-linux procps
 
 TEST_TARGETS += e2e-vm-smoke
