@@ -40,7 +40,7 @@ func dpkgInterrupted(root string) []Holder {
 	}
 	if n > 0 {
 		found = append(found, Holder{Manager: "dpkg", Path: updates,
-			Detail: fmt.Sprintf("dpkg was interrupted: %s holds %d journal entr%s not yet applied; run dpkg --configure -a", updates, n, plural(n, "y", "ies"))})
+			Detail: fmt.Sprintf("a dpkg run was interrupted: %s holds %d journal entr%s not yet applied; run dpkg --configure -a", updates, n, plural(n, "y", "ies"))})
 	}
 	status := dpkgDir + "/status"
 	pkgs, err := unfinished(under(root, status))
@@ -52,7 +52,7 @@ func dpkgInterrupted(root string) []Holder {
 		found = append(found, *h)
 	case len(pkgs) > 0:
 		first := pkgs[0]
-		detail := fmt.Sprintf("dpkg was interrupted: %s is %s", first[0], first[1])
+		detail := fmt.Sprintf("a dpkg run was interrupted: %s is %s", first[0], first[1])
 		if len(pkgs) > 1 {
 			detail += fmt.Sprintf(" (%d packages not fully installed; dpkg --audit lists them)", len(pkgs))
 		}

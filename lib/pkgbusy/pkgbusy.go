@@ -52,6 +52,8 @@ type Holder struct {
 	Command string `json:"command,omitempty"`
 	// Detail says in a few words what was found and what to do.
 	Detail string `json:"detail"`
+	// cannot is set when the state could not be checked (busy too).
+	cannot bool
 }
 
 // lockKind is how a lock file says it is held.
@@ -111,6 +113,9 @@ func Find(root string) []Holder {
 		}
 		if h != nil {
 			h.Manager, h.Path = l.manager, l.path
+			if !h.cannot {
+				h.Detail = l.manager + " is mid-transaction: " + h.Detail
+			}
 			found = append(found, *h)
 			dpkgHeld = dpkgHeld || l.manager == "dpkg"
 		}
@@ -138,12 +143,11 @@ func Check(root string) error {
 type BusyError struct{ Holders []Holder }
 
 func (e BusyError) Error() string {
-	h := e.Holders[0]
-	msg := "pkgbusy: " + h.Manager + " is mid-transaction: " + h.Detail
+	msg := "pkgbusy: " + e.Holders[0].Detail
 	if n := len(e.Holders) - 1; n > 0 {
 		msg += fmt.Sprintf(" (and %d more: %s)", n, e.names())
 	}
-	return msg + "; no reboot until it has finished"
+	return msg + "; no reboot now"
 }
 
 func (e BusyError) names() string {
@@ -201,7 +205,7 @@ func holderOf(pid int) (string, string) {
 
 // cannotTell is the holder of a state that could not be checked.
 func cannotTell(path string, err error) *Holder {
-	return &Holder{Detail: fmt.Sprintf("cannot check %s (%v): no reboot while it cannot be told whether a package manager runs; run as root, or fix the file", path, exitcode.PathCause(err))}
+	return &Holder{cannot: true, Detail: fmt.Sprintf("cannot check %s (%v), so a package manager may be mid-transaction; run as root, or fix the file", path, exitcode.PathCause(err))}
 }
 
 // isNotExist reports a file that is not there (or a parent that is not a

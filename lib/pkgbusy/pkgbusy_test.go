@@ -157,7 +157,7 @@ func TestFcntlLocks(t *testing.T) {
 			if exitcode.CodeOf(err) != exitcode.PackageManagerBusy {
 				t.Fatalf("Check = %v (code %v), want package_manager_busy", err, exitcode.CodeOf(err))
 			}
-			if msg := err.Error(); !strings.Contains(msg, "/"+tt.lock+" is locked by") || !strings.HasSuffix(msg, "no reboot until it has finished") {
+			if msg := err.Error(); !strings.Contains(msg, "/"+tt.lock+" is locked by") || !strings.HasSuffix(msg, "; no reboot now") || !strings.Contains(msg, " is mid-transaction: ") {
 				t.Errorf("message %q", msg)
 			}
 			if len(Holders(err)) != 1 {
@@ -264,7 +264,7 @@ func TestDpkgInterrupted(t *testing.T) {
 		detail string
 	}{
 		{"a half-configured kernel", map[string]string{"var/lib/dpkg/status": status, "var/lib/dpkg/updates/": ""},
-			"dpkg was interrupted: linux-image-6.1.0-57-cloud-amd64 is half-configured (2 packages not fully installed; dpkg --audit lists them); run dpkg --configure -a"},
+			"a dpkg run was interrupted: linux-image-6.1.0-57-cloud-amd64 is half-configured (2 packages not fully installed; dpkg --audit lists them); run dpkg --configure -a"},
 		{"an unpacked package", map[string]string{"var/lib/dpkg/status": "Package: x\nStatus: install reinstreq unpacked\n", "var/lib/dpkg/updates/": ""},
 			"x is unpacked; run dpkg --configure -a"},
 		{"a journal not yet applied", map[string]string{"var/lib/dpkg/updates/0000": "Package: x\n", "var/lib/dpkg/updates/0001": "", "var/lib/dpkg/updates/tmp.i": ""},
@@ -367,7 +367,7 @@ func TestUnreadableStateIsBusy(t *testing.T) {
 	if err := os.Chmod(filepath.Join(root, "run/zypp.pid"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := Check(root); exitcode.CodeOf(err) != exitcode.PackageManagerBusy || !strings.Contains(err.Error(), "cannot check /run/zypp.pid") {
+	if err := Check(root); exitcode.CodeOf(err) != exitcode.PackageManagerBusy || !strings.Contains(err.Error(), "pkgbusy: cannot check /run/zypp.pid") {
 		t.Fatalf("Check = %v, want busy: cannot check", err)
 	}
 }

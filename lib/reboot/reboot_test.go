@@ -100,7 +100,7 @@ func TestDo(t *testing.T) {
 				}
 			}},
 		{name: "a dry run says so too", opts: func(o *Options, dir string) { busy(o, dir); o.DryRun = true },
-			code: exitcode.PackageManagerBusy, msg: "no reboot until it has finished"},
+			code: exitcode.PackageManagerBusy, msg: "; no reboot now"},
 		{name: "dry run runs nothing and writes nothing", opts: func(o *Options, dir string) { o.DryRun = true }, code: exitcode.OK,
 			check: func(t *testing.T, r Result) {
 				if !r.DryRun || r.Executed || r.BootID != testBootID || r.RequestedAt != "" || r.CommandExitStatus != nil {
