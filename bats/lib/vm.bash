@@ -329,7 +329,10 @@ _vm_provision_one() {
 # (reboot_command systemctl reboot, state_dir, run_dir). The detectors are
 # Debian's own (auto: /var/run/reboot-required) and the running kernel
 # against the installed ones. Times fit a machine under emulation, whose
-# clock runs slow: reboots take minutes, not seconds.
+# clock runs slow: reboots take minutes, not seconds, and a crd-lock child
+# (a TLS handshake per etcd member) can take ten seconds and more to answer
+# when the host is busy, so the health record's lease (3 x 15 s) and the
+# dial timeout (20 s) leave room.
 _vm_config() {
 	cat <<-EOF
 		# make e2e-vm: node $1 against the test's etcd (TLS, client certificates).
@@ -339,7 +342,7 @@ _vm_config() {
 		  - type: kernel
 		health_script: /etc/clusterrebootd/health-check.sh
 		health_timeout_sec: 20
-		health_publish_interval_sec: 5
+		health_publish_interval_sec: 15
 		check_interval_sec: 5
 		backoff_min_sec: 2
 		backoff_max_sec: 10
@@ -351,7 +354,7 @@ _vm_config() {
 		  ca_file: /etc/clusterrebootd/tls/ca.pem
 		  cert_file: /etc/clusterrebootd/tls/client.pem
 		  key_file: /etc/clusterrebootd/tls/client-key.pem
-		etcd_dial_timeout_sec: 10
+		etcd_dial_timeout_sec: 20
 		reboot_slot_ttl_sec: 900
 		settle_sec: 0
 		max_reboots_per_day: 10
