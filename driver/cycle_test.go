@@ -134,6 +134,9 @@ func TestRunOnce(t *testing.T) {
 				panic(err)
 			}
 		}, action: ActionBlocked, reason: ReasonRebootLoop, code: exitcode.RebootLoop, step: 2, detail: "2 reboots in the last 24 hours", children: []string{StepFailure}},
+		{name: "a package manager is mid-transaction: blocked before the lock, no child", setup: func(w *world, _ *config.Config, _ *Driver) {
+			w.busy = exitcode.Errorf(exitcode.PackageManagerBusy, "pkgbusy: dpkg is mid-transaction: /var/lib/dpkg/lock is locked by pid 42 (dpkg); no reboot now")
+		}, action: ActionBlocked, reason: ReasonPackageManagerBusy, code: exitcode.PackageManagerBusy, step: 2, detail: "/var/lib/dpkg/lock is locked by pid 42 (dpkg)"},
 		{name: "old reboots do not count", setup: func(w *world, cfg *config.Config, _ *Driver) {
 			h := History{Reboots: []HistoryEntry{{At: testNow.Add(-30 * time.Hour), BootID: "a"}, {At: testNow.Add(-time.Hour), BootID: "b"}}}
 			if err := WriteHistory(w.stateDir, h); err != nil {

@@ -93,6 +93,13 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 		fired = fmt.Sprintf("requested by %s since %s: %s", requested.By, requested.Since.UTC().Format(time.RFC3339), requested.Reason)
 	}
 	out.step(2, "detect", DecisionPass, "", "reboot needed: "+fired)
+	// Never while a package transaction runs: the need it reports may be
+	// the transaction's own, written before the boot loader was updated.
+	if err := d.deps.PackageBusy(); err != nil {
+		out.block(2, "package_manager", ReasonPackageManagerBusy, err.Error())
+		return true
+	}
+	out.step(2, "package_manager", DecisionPass, "", "no package manager is mid-transaction")
 	return false
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/pkgbusy"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
@@ -57,10 +58,14 @@ type Deps struct {
 	KillSwitch func(path string) (set bool, reason string, err error)
 	BootID     func() (string, error)
 	Detect     Detector
-	Windows    Windows
-	Gate       Gate
-	Hooks      Hooks
-	Child      Child
+	// PackageBusy answers, beside detection, whether a package manager is
+	// mid-transaction (lib/pkgbusy): nil, or an error with
+	// exitcode.PackageManagerBusy.
+	PackageBusy func() error
+	Windows     Windows
+	Gate        Gate
+	Hooks       Hooks
+	Child       Child
 	// Sleep waits d or until ctx ends (settle_sec).
 	Sleep func(ctx context.Context, d time.Duration) error
 }
@@ -81,6 +86,9 @@ func (d Deps) Real(root string) Deps {
 	}
 	if d.Detect == nil {
 		d.Detect = RealDetector{Env: detect.Env{Root: root, Runner: runner}}
+	}
+	if d.PackageBusy == nil {
+		d.PackageBusy = func() error { return pkgbusy.Check(root) }
 	}
 	if d.Windows == nil {
 		d.Windows = RealWindows{}

@@ -152,6 +152,7 @@ type world struct {
 	kill     bool
 	killMu   sync.Mutex
 	bootID   string
+	busy     error
 	detect   *fakeDetect
 	windows  *fakeWindows
 	gate     *fakeGate
@@ -176,12 +177,13 @@ func (w *world) deps() Deps {
 			defer w.killMu.Unlock()
 			return w.kill, "freeze", nil
 		},
-		BootID:  func() (string, error) { return w.bootID, nil },
-		Detect:  w.detect,
-		Windows: w.windows,
-		Gate:    w.gate,
-		Hooks:   w.hooks,
-		Child:   w.child,
+		BootID:      func() (string, error) { return w.bootID, nil },
+		Detect:      w.detect,
+		PackageBusy: func() error { return w.busy },
+		Windows:     w.windows,
+		Gate:        w.gate,
+		Hooks:       w.hooks,
+		Child:       w.child,
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			w.slept = append(w.slept, d)
 			return nil

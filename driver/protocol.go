@@ -92,6 +92,10 @@ const (
 	ReasonRebootFailed     = "reboot_failed"
 	ReasonRebootLoop       = "reboot_loop"
 	ReasonPostReboot       = "post_reboot"
+	// ReasonPackageManagerBusy: dpkg/apt, rpm/dnf or zypper is
+	// mid-transaction (or one was interrupted): lib/pkgbusy, asked before
+	// the lock, under it and right before the reboot command.
+	ReasonPackageManagerBusy = "package_manager_busy"
 	// ReasonConflict: another live machine uses this node_name, or another
 	// lock shares the etcd namespace, or a slot under this node's name is
 	// not this boot's (exit 2: the configuration or a stale key must change).
@@ -116,7 +120,7 @@ const (
 func Reasons() []string {
 	return []string{ReasonKillSwitch, ReasonPaused, ReasonHeld, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
 		ReasonLockBusy, ReasonEtcd, ReasonRebootInProgress, ReasonDetector, ReasonHook, ReasonRebootFailed,
-		ReasonRebootLoop, ReasonPostReboot, ReasonConflict, ReasonHalted, ReasonWave, ReasonPaced, ReasonInterrupted, ReasonInternal}
+		ReasonRebootLoop, ReasonPostReboot, ReasonPackageManagerBusy, ReasonConflict, ReasonHalted, ReasonWave, ReasonPaced, ReasonInterrupted, ReasonInternal}
 }
 
 // ReasonCode is the exit code a blocked reason maps to (the exit code of
@@ -141,6 +145,8 @@ func ReasonCode(reason string) exitcode.Code {
 		return exitcode.RebootFailed
 	case ReasonRebootLoop:
 		return exitcode.RebootLoop
+	case ReasonPackageManagerBusy:
+		return exitcode.PackageManagerBusy
 	case ReasonInterrupted:
 		return exitcode.Interrupted
 	case ReasonConflict:
@@ -171,6 +177,8 @@ func CodeReason(code exitcode.Code) string {
 		return ReasonRebootFailed
 	case exitcode.RebootLoop:
 		return ReasonRebootLoop
+	case exitcode.PackageManagerBusy:
+		return ReasonPackageManagerBusy
 	case exitcode.Interrupted:
 		return ReasonInterrupted
 	case exitcode.Internal:

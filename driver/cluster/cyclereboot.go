@@ -181,11 +181,15 @@ func describe(pr proc.Result, timeout time.Duration) string {
 }
 
 // rebootStopped ends the run after reboot.Do refused or failed: the kill
-// switch is its own reason, anything else is reboot_failed.
+// switch and a busy package manager are their own reasons, anything else
+// is reboot_failed.
 func (c *cycleRun) rebootStopped(err error) error {
 	reason := driver.ReasonRebootFailed
-	if exitcode.CodeOf(err) == exitcode.KillSwitch {
+	switch exitcode.CodeOf(err) {
+	case exitcode.KillSwitch:
 		reason = driver.ReasonKillSwitch
+	case exitcode.PackageManagerBusy:
+		reason = driver.ReasonPackageManagerBusy
 	}
 	return c.stop(reason, err)
 }

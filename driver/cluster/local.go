@@ -10,6 +10,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/pkgbusy"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
@@ -107,13 +108,20 @@ func (l LocalChecks) detect(ctx context.Context, request *policy.Override) Local
 	if rep.Err != nil {
 		return LocalResult{Reason: driver.ReasonDetector, Err: rep.Err}
 	}
-	if !rep.RebootRequired && request != nil {
-		l.Log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
-			"by", request.By, "since", request.Since.Format(time.RFC3339), "request_reason", request.Reason)
-		return LocalResult{}
+	if !rep.RebootRequired && request == nil {
+		return LocalResult{Reason: driver.ReasonNotNeeded, Err: exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do")}
 	}
 	if !rep.RebootRequired {
-		return LocalResult{Reason: driver.ReasonNotNeeded, Err: exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do")}
+		l.Log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
+			"by", request.By, "since", request.Since.Format(time.RFC3339), "request_reason", request.Reason)
+	}
+	// Beside the detectors, as before the lock: a package transaction that
+	// began while this node waited in line stops it before a slot is taken
+	// or a hook drains anything (lib/reboot looks once more right before
+	// the reboot command). The daemon's cycle and the pipeline both come
+	// here.
+	if err := pkgbusy.Check(l.Root); err != nil {
+		return LocalResult{Reason: driver.ReasonPackageManagerBusy, Err: err}
 	}
 	return LocalResult{}
 }

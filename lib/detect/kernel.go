@@ -141,11 +141,17 @@ func installedKernels(env Env) (map[string]string, error) {
 		}
 	}
 	// These prove that /lib/modules/VERSION belongs to an installed kernel:
-	// its image (Fedora, RHEL, SUSE with usrmerge) or the depmod index that
-	// package removal deletes. A bare directory — what DKMS or a stray module
-	// leaves behind after a kernel was removed — does not count: counting it
-	// would report, every cycle, a reboot that can never boot that kernel.
-	moduleDirMarkers := []string{"vmlinuz", "vmlinux", "Image", "modules.dep"}
+	// its image (Fedora, RHEL, SUSE with usrmerge). Not the depmod index
+	// (modules.dep): Debian's postinst writes it and only a purge removes
+	// it, so a newer kernel removed with `apt remove` would be reported,
+	// every cycle, as a reboot that can never boot it (seen in make
+	// e2e-vm's VMs). A bare directory (DKMS, a stray module) does not count
+	// either. Only where no /boot is there at all (a container given the
+	// host's /lib/modules alone) is modules.dep the best proof left.
+	moduleDirMarkers := []string{"vmlinuz", "vmlinux", "Image"}
+	if boot == nil {
+		moduleDirMarkers = append(moduleDirMarkers, "modules.dep")
+	}
 	for _, dir := range []string{"/lib/modules", "/usr/lib/modules"} {
 		entries, err := readDir(env, dir)
 		if err != nil {

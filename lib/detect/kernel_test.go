@@ -109,7 +109,7 @@ func TestKernelRelease(t *testing.T) {
 // Kernels answers what the detector compares, for the health record: the
 // running release even when no installed kernel can be found.
 func TestKernels(t *testing.T) {
-	root := tree(t, map[string]string{"boot/vmlinuz-6.1.0-9-amd64": "", "lib/modules/6.1.0-28-amd64/modules.dep": ""})
+	root := tree(t, map[string]string{"boot/vmlinuz-6.1.0-9-amd64": "", "boot/vmlinuz-6.1.0-28-amd64": ""})
 	running, installed, err := Kernels(Env{Root: root, Uname: func() (string, error) { return "6.1.0-9-amd64\n", nil }})
 	if err != nil || running != "6.1.0-9-amd64" || installed != "6.1.0-28-amd64" {
 		t.Fatalf("Kernels = %q, %q, %v; want the running 6.1.0-9-amd64 and the newest installed 6.1.0-28-amd64", running, installed, err)

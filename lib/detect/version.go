@@ -96,15 +96,24 @@ func cmpInt(a, b int) int {
 }
 
 // Flavor is the part of a kernel release that names the build rather than
-// its version: "cloud-amd64" in 6.1.0-28-cloud-amd64, "default" in
-// 6.4.0-150600.23.25-default, "generic" in 6.8.0-45-generic, "x86_64" in
-// 5.14.0-427.13.1.el9_4.x86_64, "x86_64+debug" in ...x86_64+debug. Two
-// flavors of one version installed side by side are not an upgrade of each
-// other, so the kernel detector compares only within the running flavor.
+// its version: "cloud-amd64" in 6.1.0-28-cloud-amd64 and in Debian's
+// 6.12.48+deb13-cloud-amd64 (whose "+deb13" is part of the version, like a
+// backport's "+bpo"), "default" in 6.4.0-150600.23.25-default, "generic" in
+// 6.8.0-45-generic, "x86_64" in 5.14.0-427.13.1.el9_4.x86_64,
+// "x86_64+debug" in ...x86_64+debug. Two flavors of one version installed
+// side by side are not an upgrade of each other, so the kernel detector
+// compares only within the running flavor.
 func Flavor(release string) string {
 	plus := ""
 	if i := strings.IndexByte(release, '+'); i >= 0 {
-		release, plus = release[:i], release[i:]
+		if j := strings.IndexByte(release[i:], '-'); j >= 0 {
+			// A "+" before a dash is a local version (Debian's
+			// +debNN, +bpo): drop it with the version.
+			release = release[:i] + release[i+j:]
+		} else {
+			// A "+" at the end names a variant (Fedora's +debug).
+			release, plus = release[:i], release[i:]
+		}
 	}
 	parts := strings.Split(release, "-")
 	i := 0

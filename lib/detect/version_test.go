@@ -11,6 +11,8 @@ func TestCompareVersions(t *testing.T) {
 		{"debian abi number is numeric", "6.1.0-28-amd64", "6.1.0-9-amd64", +1},
 		{"debian equal", "6.1.0-28-amd64", "6.1.0-28-amd64", 0},
 		{"debian older", "6.1.0-9-amd64", "6.1.0-28-amd64", -1},
+		{"debian 12 to the 6.12 backport", "6.12.117+deb12-cloud-amd64", "6.1.0-57-cloud-amd64", +1},
+		{"debian 13 point release", "6.12.57+deb13-amd64", "6.12.48+deb13-amd64", +1},
 		{"rhel minor release", "5.14.0-427.13.1.el9_4.x86_64", "5.14.0-362.24.1.el9_3.x86_64", +1},
 		{"rhel z-stream", "5.14.0-427.13.1.el9_4.x86_64", "5.14.0-427.9.1.el9_4.x86_64", +1},
 		{"rhel dist tag", "5.14.0-427.13.1.el9_4.x86_64", "5.14.0-427.13.1.el9_3.x86_64", +1},
@@ -49,6 +51,12 @@ func TestFlavor(t *testing.T) {
 		{"6.1.0-28-amd64", "amd64"},
 		{"6.1.0-28-cloud-amd64", "cloud-amd64"},
 		{"6.1.0-28-rt-amd64", "rt-amd64"},
+		// Debian 13 and the bookworm backports put "+debNN" or "+bpo"
+		// into the version: the flavor is what follows the dash.
+		{"6.12.48+deb13-amd64", "amd64"},
+		{"6.12.48+deb13-rt-amd64", "rt-amd64"},
+		{"6.12.117+deb12-cloud-amd64", "cloud-amd64"},
+		{"6.12.12+bpo-cloud-amd64", "cloud-amd64"},
 		{"6.8.0-45-generic", "generic"},
 		{"6.8.0-1015-aws", "aws"},
 		{"6.4.0-150600.23.25-default", "default"},

@@ -19,25 +19,26 @@ type Code int
 
 // The table. Explicit numbers, no iota: a code is an API.
 const (
-	OK              Code = 0   // the tool's predicate holds / its action was done
-	No              Code = 1   // no reboot is needed
-	Config          Code = 2   // bad usage, bad flag, invalid config file
-	HealthBlocked   Code = 3   // health gate failed, timed out, or a cluster policy forbids
-	LockBusy        Code = 4   // lock not acquired within the allowed time, or lost
-	WindowClosed    Code = 5   // inside a deny window or outside every allow window
-	KillSwitch      Code = 6   // the kill switch is set
-	EtcdUnavailable Code = 7   // backend unreachable, TLS or auth failure
-	DetectorError   Code = 8   // a detector could not run or answered outside its contract
-	RebootFailed    Code = 9   // the reboot command or a reboot hook failed, or the marker could not be written
-	RebootLoop      Code = 10  // max_reboots_per_day reached; an operator must clear it
-	Internal        Code = 70  // a bug
-	Interrupted     Code = 130 // stopped by SIGINT/SIGTERM before finishing (128+SIGINT)
+	OK                 Code = 0   // the tool's predicate holds / its action was done
+	No                 Code = 1   // no reboot is needed
+	Config             Code = 2   // bad usage, bad flag, invalid config file
+	HealthBlocked      Code = 3   // health gate failed, timed out, or a cluster policy forbids
+	LockBusy           Code = 4   // lock not acquired within the allowed time, or lost
+	WindowClosed       Code = 5   // inside a deny window or outside every allow window
+	KillSwitch         Code = 6   // the kill switch is set
+	EtcdUnavailable    Code = 7   // backend unreachable, TLS or auth failure
+	DetectorError      Code = 8   // a detector could not run or answered outside its contract
+	RebootFailed       Code = 9   // the reboot command or a reboot hook failed, or the marker could not be written
+	RebootLoop         Code = 10  // max_reboots_per_day reached; an operator must clear it
+	PackageManagerBusy Code = 11  // dpkg/apt, rpm/dnf or zypper is mid-transaction (or was interrupted)
+	Internal           Code = 70  // a bug
+	Interrupted        Code = 130 // stopped by SIGINT/SIGTERM before finishing (128+SIGINT)
 )
 
 // All returns every defined code, in ascending order.
 func All() []Code {
 	return []Code{OK, No, Config, HealthBlocked, LockBusy, WindowClosed, KillSwitch,
-		EtcdUnavailable, DetectorError, RebootFailed, RebootLoop, Internal, Interrupted}
+		EtcdUnavailable, DetectorError, RebootFailed, RebootLoop, PackageManagerBusy, Internal, Interrupted}
 }
 
 // Name is the stable snake_case name of a code, as printed in JSON as exit_name.
@@ -68,6 +69,8 @@ func (c Code) Name() string {
 		return "reboot_failed"
 	case RebootLoop:
 		return "reboot_loop"
+	case PackageManagerBusy:
+		return "package_manager_busy"
 	case Internal:
 		return "internal"
 	case Interrupted:

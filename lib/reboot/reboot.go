@@ -1,5 +1,6 @@
 // Package reboot carries out the reboot itself, safely: it honours the kill
-// switch, records a reboot marker (with the boot id) in state_dir before
+// switch, refuses while a package manager is mid-transaction (lib/pkgbusy),
+// records a reboot marker (with the boot id) in state_dir before
 // anything else happens, and only then runs reboot_command, without a
 // shell. A node that cannot write its marker does not reboot. A reboot
 // command that could not start leaves no marker behind; one that started and
@@ -25,6 +26,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/pkgbusy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
 
@@ -48,7 +50,8 @@ type Options struct {
 	KillSwitchFile string
 	// StateDir holds the marker; it must survive the reboot.
 	StateDir string
-	// Root is the file system root for /proc ("" = "/").
+	// Root is the file system root for /proc and the package managers'
+	// lock and state files ("" = "/").
 	Root string
 	// Runner runs the command (nil: proc.Exec).
 	Runner proc.Runner
@@ -75,6 +78,9 @@ type Result struct {
 	// KillSwitch is set when the kill switch stopped the reboot.
 	KillSwitch       bool   `json:"kill_switch"`
 	KillSwitchReason string `json:"kill_switch_reason,omitempty"`
+	// PackageManagerBusy lists the package managers found mid-transaction
+	// (lib/pkgbusy) when they stopped the reboot.
+	PackageManagerBusy []pkgbusy.Holder `json:"package_manager_busy,omitempty"`
 	// RequestedAt is when the marker was written (RFC 3339 with fractions of
 	// a second, so that the reboot's logged duration is exact).
 	RequestedAt string `json:"requested_at,omitempty"`
@@ -93,12 +99,14 @@ type Result struct {
 // Do reboots the node, in this order:
 //
 //  1. the kill switch is checked: set (or undeterminable) → exitcode.KillSwitch;
-//  2. the boot id is read: unreadable → exitcode.RebootFailed;
-//  3. in a dry run, state_dir is checked for writability (not written) and
+//  2. no package manager may be mid-transaction (lib/pkgbusy under Root):
+//     one is, or it cannot be told → exitcode.PackageManagerBusy;
+//  3. the boot id is read: unreadable → exitcode.RebootFailed;
+//  4. in a dry run, state_dir is checked for writability (not written) and
 //     Do returns without running anything;
-//  4. the marker is written: failure → exitcode.RebootFailed, and the
+//  5. the marker is written: failure → exitcode.RebootFailed, and the
 //     command never runs;
-//  5. the command runs with a timeout; a start failure removes the marker;
+//  6. the command runs with a timeout; a start failure removes the marker;
 //     a non-zero exit or a timeout keeps it (the shutdown may still come);
 //     both are exitcode.RebootFailed.
 //
@@ -119,6 +127,12 @@ func Do(ctx context.Context, o Options) (Result, error) {
 			return res, exitcode.Errorf(exitcode.KillSwitch, "reboot: %s; make the path checkable to allow reboots", reason)
 		}
 		return res, exitcode.Errorf(exitcode.KillSwitch, "reboot: kill switch %s is set (%s); remove the file to allow reboots", o.KillSwitchFile, reason)
+	}
+	// The last look before the command: a transaction started after the
+	// checks under the lock (while the hooks ran) stops the reboot too.
+	if err := pkgbusy.Check(o.Root); err != nil {
+		res.PackageManagerBusy = pkgbusy.Holders(err)
+		return res, err
 	}
 	id, err := BootID(o.Root)
 	if err != nil {

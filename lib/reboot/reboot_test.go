@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +48,19 @@ func TestDo(t *testing.T) {
 	// reboot_completed duration_ms runs up to a second high.
 	now := time.Date(2026, 11, 29, 2, 59, 30, 123456789, time.UTC)
 	cmd := []string{"/usr/bin/systemctl", "reboot"}
+	// A running package manager: a live process named in zypper's pid
+	// file under the test's root (lib/pkgbusy has the other conventions).
+	zypper := exec.Command("sleep", "60")
+	if err := zypper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zypper.Process.Kill(); _ = zypper.Wait() })
+	busy := func(o *Options, dir string) {
+		if err := os.MkdirAll(filepath.Join(dir, "run"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, "run"), "zypp.pid", strconv.Itoa(zypper.Process.Pid)+"\n")
+	}
 	tests := []struct {
 		name       string
 		opts       func(o *Options, dir string)
@@ -77,6 +92,15 @@ func TestDo(t *testing.T) {
 			o.DryRun = true
 			o.KillSwitchFile = writeFile(t, dir, "disable", "")
 		}, code: exitcode.KillSwitch, msg: "(present)"},
+		{name: "a package manager is mid-transaction: nothing written, nothing run", opts: busy,
+			code: exitcode.PackageManagerBusy, msg: "pkgbusy: zypper is mid-transaction: /run/zypp.pid names pid",
+			check: func(t *testing.T, r Result) {
+				if len(r.PackageManagerBusy) != 1 || r.PackageManagerBusy[0].Manager != "zypper" || r.Executed || r.BootID != "" {
+					t.Errorf("%+v", r)
+				}
+			}},
+		{name: "a dry run says so too", opts: func(o *Options, dir string) { busy(o, dir); o.DryRun = true },
+			code: exitcode.PackageManagerBusy, msg: "; no reboot now"},
 		{name: "dry run runs nothing and writes nothing", opts: func(o *Options, dir string) { o.DryRun = true }, code: exitcode.OK,
 			check: func(t *testing.T, r Result) {
 				if !r.DryRun || r.Executed || r.BootID != testBootID || r.RequestedAt != "" || r.CommandExitStatus != nil {

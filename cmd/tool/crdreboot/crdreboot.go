@@ -10,7 +10,9 @@
 //
 // crd-reboot checks the kill switch (kill_switch_file, by default
 // /etc/clusterrebootd/disable: while it exists no reboot happens, and its
-// first line is reported as the reason), reads the boot id, writes the
+// first line is reported as the reason), refuses while a package manager is
+// mid-transaction (dpkg/apt, rpm/dnf, zypper: their locks, or a dpkg run
+// that was interrupted; docs/detectors.md), reads the boot id, writes the
 // reboot marker state_dir/reboot-marker.json atomically (node, boot id,
 // time, command), and only then runs reboot_command (or the COMMAND after
 // --) without a shell, bounded by 60 seconds. If the marker cannot be
@@ -18,7 +20,8 @@
 // removed again.
 //
 // With --dry-run (or dry_run: true, or CRD_DRY_RUN=true) crd-reboot checks
-// the kill switch, the boot id and that state_dir is writable, reports the
+// the kill switch, the package managers, the boot id and that state_dir is
+// writable, reports the
 // command it would run, and changes nothing: no marker, no command.
 //
 // Exit status:
@@ -29,6 +32,9 @@
 //	9    reboot failed: the marker could not be written (or, in a dry run,
 //	     state_dir is not writable), the boot id is unreadable, or the command
 //	     failed, timed out or could not start
+//	11   a package manager is mid-transaction (or was interrupted, or its
+//	     lock cannot be checked): nothing was written or run; try again
+//	     once it has finished
 //
 // Example:
 //
@@ -73,6 +79,8 @@ func (r *Result) Text(w io.Writer) error {
 		fmt.Fprintf(w, "reboot requested: %s ran %q (marker %s, boot id %s)\n", r.Node, cmd, r.Marker, r.BootID)
 	case r.KillSwitch:
 		fmt.Fprintf(w, "kill switch: %s does not reboot: %s\n", r.Node, r.KillSwitchReason)
+	case len(r.PackageManagerBusy) > 0:
+		fmt.Fprintf(w, "package manager busy: %s does not reboot: %s\n", r.Node, r.Error)
 	default:
 		fmt.Fprintf(w, "error: %s\n", r.Error)
 	}
@@ -151,6 +159,8 @@ func run(ctx context.Context, fs *flag.FlagSet, c *cli.Common, dryRun *bool, sta
 		logger.Info("reboot requested", "marker", res.Marker, "boot_id", res.BootID)
 	case code == exitcode.KillSwitch:
 		logger.Warn("reboot disabled by the kill switch", "file", cfg.KillSwitchFile, "reason", res.KillSwitchReason)
+	case code == exitcode.PackageManagerBusy:
+		logger.Warn("no reboot while a package manager is mid-transaction", "detail", err.Error())
 	case code == exitcode.RebootFailed && res.CommandStderr != "":
 		logger.Error("reboot command failed", "stderr", res.CommandStderr)
 	}
