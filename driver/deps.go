@@ -199,7 +199,7 @@ func (h RealHooks) Run(ctx context.Context, cfg config.Config, hooks []config.Ho
 			case res.Signal != "":
 				why = "was killed by signal " + res.Signal
 			}
-			if l := gate.LastLine(res.Stderr); l != "" {
+			if l := proc.LastLine(res.Stderr); l != "" {
 				why += ": " + l
 			}
 			return exitcode.Errorf(exitcode.RebootFailed, "hook %s (%v) %s", name, hk.Cmd, why)

@@ -11,7 +11,6 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/gate"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
@@ -172,9 +171,9 @@ func describe(pr proc.Result, timeout time.Duration) string {
 	default:
 		why = fmt.Sprintf("exited %d", pr.ExitCode)
 	}
-	if l := gate.LastLine(pr.Stderr); l != "" {
+	if l := proc.LastLine(pr.Stderr); l != "" {
 		why += ": " + l
-	} else if l := gate.LastLine(pr.Stdout); l != "" {
+	} else if l := proc.LastLine(pr.Stdout); l != "" {
 		why += ": " + l
 	}
 	return why

@@ -8,6 +8,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestOSReleaseFamily(t *testing.T) {
@@ -127,7 +128,7 @@ func TestAutoDetector(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fr := &fakeRunner{answers: tt.answers}
-			ds, err := New([]config.Detector{{Type: "auto"}}, Env{Root: tree(t, tt.files), Runner: fr})
+			ds, err := New([]config.Detector{{Type: "auto"}}, Env{Root: testsupport.Tree(t, tt.files), Runner: fr})
 			if err != nil {
 				t.Fatal(err)
 			}

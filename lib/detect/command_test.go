@@ -29,7 +29,7 @@ func TestCommandDetectorFake(t *testing.T) {
 		{"wrapper says not found", config.Detector{}, proc.Result{ExitCode: 127}, false, "", "exited 127: a program it runs was not found"},
 		{"wrapper says not executable", config.Detector{}, proc.Result{ExitCode: 126}, false, "", "exited 126"},
 		{"not found", config.Detector{}, proc.Result{ExitCode: -1, StartErr: errors.New("exec: not found")}, false, "", "cannot start"},
-		{"timed out", config.Detector{TimeoutSec: 7}, proc.Result{ExitCode: -1, TimedOut: true, Signal: "terminated"}, false, "", "timed out after 7s"},
+		{"timed out", config.Detector{TimeoutSec: 7}, proc.Result{ExitCode: -1, TimedOut: true, Signal: "SIGTERM"}, false, "", "timed out after 7s"},
 		{"canceled", config.Detector{}, proc.Result{ExitCode: -1, Canceled: true}, false, "", "interrupted"},
 		{"signal", config.Detector{}, proc.Result{ExitCode: -1, Signal: "SIGKILL"}, false, "", "killed by signal SIGKILL"},
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestFileDetector(t *testing.T) {
@@ -62,7 +63,7 @@ func TestFileDetector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := Env{Root: tree(t, tt.files)}
+			env := Env{Root: testsupport.Tree(t, tt.files)}
 			ds, err := New([]config.Detector{{Type: "file", Path: tt.path}}, env)
 			if err != nil {
 				t.Fatal(err)

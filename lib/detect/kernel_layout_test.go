@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The kernel detector against the file lists of real kernel packages in
@@ -158,7 +159,7 @@ func TestKernelDetectorPackageLayouts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := Env{Root: tree(t, tt.files), Uname: func() (string, error) { return tt.running, nil }}
+			env := Env{Root: testsupport.Tree(t, tt.files), Uname: func() (string, error) { return tt.running, nil }}
 			ds, err := New([]config.Detector{{Type: "kernel"}}, env)
 			if err != nil {
 				t.Fatal(err)

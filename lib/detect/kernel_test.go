@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestKernelDetector(t *testing.T) {
@@ -70,7 +71,7 @@ func TestKernelDetector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := Env{Root: tree(t, tt.files), Uname: func() (string, error) { return tt.running, tt.unameErr }}
+			env := Env{Root: testsupport.Tree(t, tt.files), Uname: func() (string, error) { return tt.running, tt.unameErr }}
 			ds, err := New([]config.Detector{{Type: "kernel"}}, env)
 			if err != nil {
 				t.Fatal(err)
@@ -109,12 +110,12 @@ func TestKernelRelease(t *testing.T) {
 // Kernels answers what the detector compares, for the health record: the
 // running release even when no installed kernel can be found.
 func TestKernels(t *testing.T) {
-	root := tree(t, map[string]string{"boot/vmlinuz-6.1.0-9-amd64": "", "boot/vmlinuz-6.1.0-28-amd64": ""})
+	root := testsupport.Tree(t, map[string]string{"boot/vmlinuz-6.1.0-9-amd64": "", "boot/vmlinuz-6.1.0-28-amd64": ""})
 	running, installed, err := Kernels(Env{Root: root, Uname: func() (string, error) { return "6.1.0-9-amd64\n", nil }})
 	if err != nil || running != "6.1.0-9-amd64" || installed != "6.1.0-28-amd64" {
 		t.Fatalf("Kernels = %q, %q, %v; want the running 6.1.0-9-amd64 and the newest installed 6.1.0-28-amd64", running, installed, err)
 	}
-	running, installed, err = Kernels(Env{Root: tree(t, map[string]string{"etc/": ""}), Uname: func() (string, error) { return "6.1.0-9-amd64", nil }})
+	running, installed, err = Kernels(Env{Root: testsupport.Tree(t, map[string]string{"etc/": ""}), Uname: func() (string, error) { return "6.1.0-9-amd64", nil }})
 	if err == nil || running != "6.1.0-9-amd64" || installed != "" {
 		t.Fatalf("Kernels without /boot = %q, %q, %v; want the running release and an error", running, installed, err)
 	}

@@ -4,10 +4,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestResolve(t *testing.T) {
-	root := tree(t, map[string]string{
+	root := testsupport.Tree(t, map[string]string{
 		"run/reboot-required": "",
 		"var/run":             "->/run",
 		"var/rel":             "->../run",

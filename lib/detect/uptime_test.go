@@ -7,6 +7,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 func TestMaxUptimeDetector(t *testing.T) {
@@ -32,7 +33,7 @@ func TestMaxUptimeDetector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := tree(t, tt.files)
+			root := testsupport.Tree(t, tt.files)
 			ds, err := New([]config.Detector{{Type: TypeMaxUptime, Days: tt.days}}, Env{Root: root})
 			if err != nil {
 				t.Fatal(err)

@@ -217,7 +217,7 @@ func checkUnits(ctx context.Context, runner proc.Runner, units []string, timeout
 	case pr.TimedOut:
 		return unknown("systemctl is-active timed out after %s", timeout)
 	case pr.Signal != "":
-		return unknown("systemctl is-active killed by signal %s", signalName(pr.Signal))
+		return unknown("systemctl is-active killed by signal %s", pr.Signal)
 	case pr.ExitCode != 0 && pr.ExitCode != 3: // 3: none is active
 		return unknown("systemctl is-active exited %d%s", pr.ExitCode, outputTail(pr))
 	}

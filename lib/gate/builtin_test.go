@@ -136,7 +136,7 @@ func TestCheckUnits(t *testing.T) {
 		{"no systemctl fails closed", units, proc.Result{ExitCode: -1, StartErr: os.ErrNotExist}, false, "states of backup.service, batch@1.service unknown, so not rebooting: systemctl could not be started"},
 		{"no bus fails closed", units, proc.Result{ExitCode: 1, Stderr: "Failed to connect to bus: No such file or directory\n"}, false, "systemctl is-active exited 1: Failed to connect to bus"},
 		{"a timeout fails closed", units, proc.Result{ExitCode: -1, TimedOut: true}, false, "timed out after 1s"},
-		{"a signal fails closed", units, proc.Result{ExitCode: -1, Signal: "killed"}, false, "killed by signal SIGKILL"},
+		{"a signal fails closed", units, proc.Result{ExitCode: -1, Signal: "SIGKILL"}, false, "killed by signal SIGKILL"},
 		{"missing answers fail closed", units, proc.Result{ExitCode: 3, Stdout: "inactive\n"}, false, "answered 1 states for 2 units"},
 		{"an unknown state fails closed", units, proc.Result{ExitCode: 3, Stdout: "inactive\nmaintenance\n"}, false, `unknown state of batch@1.service ("maintenance")`},
 		{"a unit name like an option is refused", []string{"--all"}, proc.Result{ExitCode: 3, Stdout: "inactive\n"}, false, `unit name "--all" starts with "-"`},

@@ -24,10 +24,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -206,7 +203,7 @@ func Run(ctx context.Context, runner proc.Runner, script string, timeout time.Du
 	pr := runner.Run(ctx, proc.Spec{Argv: []string{script}, Env: env, Dir: "/", Timeout: timeout, MaxOutput: MaxOutput})
 
 	res.ExitStatus = pr.ExitCode
-	res.Signal = signalName(pr.Signal)
+	res.Signal = pr.Signal
 	res.TimedOut = pr.TimedOut
 	res.DurationMS = pr.Duration.Milliseconds()
 	res.Stdout, res.Stderr = pr.Stdout, pr.Stderr
@@ -244,45 +241,11 @@ func validPhase(p string) bool {
 // outputTail is ": <last line>" from stderr, else from stdout, or "".
 func outputTail(pr proc.Result) string {
 	for _, s := range []string{pr.Stderr, pr.Stdout} {
-		if l := LastLine(s); l != "" {
+		if l := proc.LastLine(s); l != "" {
 			return ": " + l
 		}
 	}
 	return ""
-}
-
-// LastLine returns the last non-empty line of s, trimmed and shortened to
-// 200 bytes (marked with "...").
-func LastLine(s string) string {
-	lines := strings.Split(s, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if l == "" {
-			continue
-		}
-		if len(l) > maxReasonLine {
-			l = strings.ToValidUTF8(l[:maxReasonLine], "") + "..."
-		}
-		return l
-	}
-	return ""
-}
-
-// signalName turns syscall.Signal.String() text ("killed") back into the
-// name operators know ("SIGKILL").
-func signalName(s string) string {
-	if s == "" {
-		return ""
-	}
-	for i := 1; i < 65; i++ {
-		sig := syscall.Signal(i)
-		if sig.String() == s {
-			if n := unix.SignalName(sig); n != "" {
-				return n
-			}
-		}
-	}
-	return s
 }
 
 // FromConfig builds the Context of cfg for phase. ClusterSize stays 0

@@ -307,13 +307,11 @@ func TestResultErr(t *testing.T) {
 	}
 }
 
-func TestSignalNameUnknown(t *testing.T) {
-	if got := signalName("signal 99"); got != "signal 99" {
-		t.Errorf("got %q", got)
-	}
+// The signal's name comes from lib/proc (Result.Signal) as it is.
+func TestSignalNamed(t *testing.T) {
 	dir := t.TempDir()
 	script := writeScript(t, dir, "check", "exit 0", 0o755)
-	r := Run(context.Background(), fakeRunner{proc.Result{ExitCode: -1, Signal: "terminated"}}, script, time.Second, testContext())
+	r := Run(context.Background(), fakeRunner{proc.Result{ExitCode: -1, Signal: "SIGTERM"}}, script, time.Second, testContext())
 	if r.Signal != "SIGTERM" || !strings.Contains(r.Reason, "killed by signal SIGTERM") {
 		t.Errorf("%+v", r)
 	}

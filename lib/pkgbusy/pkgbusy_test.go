@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
 // The child processes of these tests are this test binary run again:
@@ -76,35 +77,6 @@ func holder(t *testing.T, kind, path string) int {
 	return cmd.Process.Pid
 }
 
-// fakeRoot makes files (path relative to root -> content; "->x" a symlink
-// to x, a trailing "/" a directory).
-func fakeRoot(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if strings.HasSuffix(p, "/") {
-			if err := os.MkdirAll(full, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if target, ok := strings.CutPrefix(c, "->"); ok {
-			if err := os.Symlink(target, full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(full, []byte(c), 0o640); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
 // A Debian machine at rest: both dpkg locks exist (dpkg leaves them
 // behind), nothing holds them, every package is installed or config-files.
 func debianAtRest() map[string]string {
@@ -131,7 +103,7 @@ func TestFcntlLocks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := fakeRoot(t, debianAtRest())
+			root := testsupport.Tree(t, debianAtRest())
 			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(tt.lock)), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -182,7 +154,7 @@ func TestFreeMachines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := fakeRoot(t, tt.files)
+			root := testsupport.Tree(t, tt.files)
 			if hs := Find(root); len(hs) != 0 {
 				t.Fatalf("Find = %+v, want nothing", hs)
 			}
@@ -194,7 +166,7 @@ func TestFreeMachines(t *testing.T) {
 }
 
 func TestRPMLinkCountedOnce(t *testing.T) {
-	root := fakeRoot(t, map[string]string{"usr/lib/sysimage/rpm/.rpm.lock": "", "var/lib/rpm": "->../../usr/lib/sysimage/rpm"})
+	root := testsupport.Tree(t, map[string]string{"usr/lib/sysimage/rpm/.rpm.lock": "", "var/lib/rpm": "->../../usr/lib/sysimage/rpm"})
 	holder(t, "posix", filepath.Join(root, "usr/lib/sysimage/rpm/.rpm.lock"))
 	hs := Find(root)
 	if len(hs) != 1 || hs[0].Manager != "rpm" {
@@ -239,7 +211,7 @@ func TestPIDFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := fakeRoot(t, map[string]string{tt.file: tt.content})
+			root := testsupport.Tree(t, map[string]string{tt.file: tt.content})
 			hs := Find(root)
 			if !tt.busy {
 				if len(hs) != 0 {
@@ -272,7 +244,7 @@ func TestDpkgInterrupted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := fakeRoot(t, tt.files)
+			root := testsupport.Tree(t, tt.files)
 			hs := Find(root)
 			if len(hs) != 1 || hs[0].Manager != "dpkg" || !strings.Contains(hs[0].Detail, tt.detail) {
 				t.Fatalf("Find = %+v, want one dpkg finding with %q", hs, tt.detail)
@@ -284,7 +256,7 @@ func TestDpkgInterrupted(t *testing.T) {
 	// the lock is the one finding.
 	files := debianAtRest()
 	files["var/lib/dpkg/status"] = status
-	root := fakeRoot(t, files)
+	root := testsupport.Tree(t, files)
 	pid := holder(t, "posix", filepath.Join(root, "var/lib/dpkg/lock"))
 	hs := Find(root)
 	if len(hs) != 1 || hs[0].PID != pid {
@@ -295,7 +267,7 @@ func TestDpkgInterrupted(t *testing.T) {
 func TestProcLocks(t *testing.T) {
 	// Not root, a lock file cannot be opened; its device and inode are
 	// found in /proc/locks instead. Here the lookup is called directly.
-	root := fakeRoot(t, debianAtRest())
+	root := testsupport.Tree(t, debianAtRest())
 	lock := filepath.Join(root, "var/lib/dpkg/lock")
 	if h := procLocks(lock, "/var/lib/dpkg/lock"); h != nil {
 		t.Fatalf("procLocks on a free lock = %+v", h)
@@ -356,14 +328,14 @@ func TestUnreadableStateIsBusy(t *testing.T) {
 	if os.Geteuid() == 0 {
 		// Root reads everything; a directory where the status file should
 		// be is unreadable as a file for everyone.
-		root := fakeRoot(t, map[string]string{"var/lib/dpkg/status/": "", "var/lib/dpkg/updates/": ""})
+		root := testsupport.Tree(t, map[string]string{"var/lib/dpkg/status/": "", "var/lib/dpkg/updates/": ""})
 		err := Check(root)
 		if exitcode.CodeOf(err) != exitcode.PackageManagerBusy || !strings.Contains(err.Error(), "cannot check /var/lib/dpkg/status") {
 			t.Fatalf("Check = %v, want busy: cannot check", err)
 		}
 		return
 	}
-	root := fakeRoot(t, map[string]string{"run/zypp.pid": "1"})
+	root := testsupport.Tree(t, map[string]string{"run/zypp.pid": "1"})
 	if err := os.Chmod(filepath.Join(root, "run/zypp.pid"), 0); err != nil {
 		t.Fatal(err)
 	}

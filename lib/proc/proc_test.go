@@ -184,3 +184,16 @@ func TestSignalName(t *testing.T) {
 		})
 	}
 }
+
+func TestLastLine(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"a\nquorum lost on db-3\n\n  ", "quorum lost on db-3"},
+		{strings.Repeat("z", 300), strings.Repeat("z", 200) + "..."},
+		{"\n\n", ""},
+		{"", ""},
+	} {
+		if got := LastLine(tt.in); got != tt.want {
+			t.Errorf("LastLine(%.20q) = %.30q, want %.30q", tt.in, got, tt.want)
+		}
+	}
+}

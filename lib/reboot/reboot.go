@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -196,11 +195,11 @@ func describe(pr proc.Result, timeout time.Duration) string {
 	case pr.TimedOut:
 		why = fmt.Sprintf("timed out after %s", timeout)
 	case pr.Signal != "":
-		why = "was killed by signal " + signalName(pr.Signal)
+		why = "was killed by signal " + pr.Signal
 	default:
 		why = fmt.Sprintf("exited %d", pr.ExitCode)
 	}
-	if l := lastLine(pr.Stderr); l != "" {
+	if l := proc.LastLine(pr.Stderr); l != "" {
 		why += ": " + l
 	}
 	return why
@@ -278,33 +277,6 @@ func tail(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[len(s)-n:], "")
-}
-
-// lastLine is the last non-empty line of s, at most 200 bytes.
-func lastLine(s string) string {
-	lines := strings.Split(s, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			if len(l) > maxReason {
-				l = strings.ToValidUTF8(l[:maxReason], "") + "..."
-			}
-			return l
-		}
-	}
-	return ""
-}
-
-// signalName turns syscall.Signal.String() text ("killed") back into the
-// name operators know ("SIGKILL").
-func signalName(s string) string {
-	for i := 1; i < 65; i++ {
-		if sig := syscall.Signal(i); sig.String() == s {
-			if n := unix.SignalName(sig); n != "" {
-				return n
-			}
-		}
-	}
-	return s
 }
 
 // FromConfig fills the Options that cfg decides: node, reboot_command,

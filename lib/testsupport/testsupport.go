@@ -1,7 +1,7 @@
 // Package testsupport holds the helpers that the tests of several packages
 // share: a buffer a test can read while a goroutine writes it, an etcd client
-// that closes with the test, a poll for a condition and a check that a
-// process is gone.
+// that closes with the test, a poll for a condition, a check that a process
+// is gone and a fake filesystem root.
 //
 // Only _test.go files import it (lib/buildtest checks): it imports testing
 // and the etcd client, which the product's binaries must not link for it.
@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,4 +163,34 @@ func (t *sizingTxn) Commit() (*clientv3.TxnResponse, error) {
 		t.k.add(proto.Size((*etcdserverpb.TxnResponse)(resp)))
 	}
 	return resp, err
+}
+
+// Tree makes a fake filesystem root in a temporary directory of t: path
+// (relative to the root) -> content; content "->X" makes a symlink to X, a
+// path ending in "/" a directory.
+func Tree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		if strings.HasSuffix(p, "/") {
+			if err := os.MkdirAll(full, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if target, ok := strings.CutPrefix(content, "->"); ok {
+			if err := os.Symlink(target, full); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
