@@ -169,19 +169,13 @@ func (g RealGate) Check(ctx context.Context, cfg config.Config, phase string, su
 	return gate.Run(ctx, g.Runner, cfg.HealthScript, gate.Timeout(cfg), c)
 }
 
-// DefaultHookTimeout bounds a hook without timeout_sec.
-const DefaultHookTimeout = 300 * time.Second
-
 // RealHooks runs hooks in order without a shell; the first failure stops.
 type RealHooks struct{ Runner proc.Runner }
 
 // Run implements Hooks.
 func (h RealHooks) Run(ctx context.Context, cfg config.Config, hooks []config.Hook) error {
 	for i, hk := range hooks {
-		timeout := time.Duration(hk.TimeoutSec) * time.Second
-		if timeout <= 0 {
-			timeout = DefaultHookTimeout
-		}
+		timeout := hk.Timeout()
 		name := hk.Name
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)

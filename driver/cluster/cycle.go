@@ -57,9 +57,6 @@ type GateSummary struct {
 	Reason     string `json:"reason"`
 }
 
-// defaultHookTimeout bounds a hook without timeout_sec.
-const defaultHookTimeout = 300
-
 // LockLostDetail is the detail of a cycle that stopped because its lock seat
 // was gone.
 const LockLostDetail = "lock lost"

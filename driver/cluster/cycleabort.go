@@ -26,14 +26,6 @@ func hookName(h config.Hook, field string, i int) string {
 	return fmt.Sprintf("%s[%d]", field, i)
 }
 
-// hookTimeout is a hook's timeout_sec, or the default.
-func hookTimeout(h config.Hook) int {
-	if h.TimeoutSec > 0 {
-		return h.TimeoutSec
-	}
-	return defaultHookTimeout
-}
-
 // abortHooks undoes the pre-reboot hooks after the reboot was aborted once
 // one of them had started: abort_hooks in order, each once, all of them even
 // when one fails. They run in a fresh context bounded by each hook's
@@ -50,7 +42,7 @@ func (c *cycleRun) abortHooks() {
 		"reason", c.res.Reason, "hooks", len(c.cfg.AbortHooks))
 	for i, h := range c.cfg.AbortHooks {
 		name := hookName(h, "abort_hooks", i)
-		timeout := secs(hookTimeout(h))
+		timeout := h.Timeout()
 		pr := c.w.runner.Run(actx, proc.Spec{Argv: h.Cmd, Env: env, Dir: "/", Timeout: timeout})
 		run := AbortHookRun{Name: name, OK: pr.OK(), DurationMS: pr.Duration.Milliseconds()}
 		if !run.OK {

@@ -28,7 +28,7 @@ func (c *cycleRun) hooks() error {
 			return err
 		}
 		name := hookName(h, "pre_reboot_hooks", i)
-		timeout := secs(hookTimeout(h))
+		timeout := h.Timeout()
 		c.doing(driver.RunningHook)
 		if c.ctx.Err() == nil {
 			c.at.Hook, c.at.HookIndex = name, i+1
@@ -39,7 +39,7 @@ func (c *cycleRun) hooks() error {
 		case pr.TimedOut && h.OnTimeout == config.OnTimeoutContinue && !c.lost() && c.ctx.Err() == nil:
 			// kured's force-reboot, asked for by this hook's on_timeout.
 			c.log.Warn("PRE-REBOOT HOOK TIMED OUT AND THE REBOOT GOES ON (on_timeout: continue): its work may be unfinished",
-				"event", "hook_timeout_continue", "hook", name, "timeout_sec", hookTimeout(h), "detail", describe(pr, timeout))
+				"event", "hook_timeout_continue", "hook", name, "timeout_sec", int64(timeout/time.Second), "detail", describe(pr, timeout))
 		case !pr.OK():
 			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
 				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, describe(pr, timeout)))

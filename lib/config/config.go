@@ -5,7 +5,10 @@
 // are documented in docs/configuration.md and packaging/config.yaml.
 package config
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // DefaultPath is where the packages install the configuration.
 const DefaultPath = "/etc/clusterrebootd/config.yaml"
@@ -257,6 +260,17 @@ type Hook struct {
 	// OnTimeout is, for a pre-reboot hook only, what its timeout means:
 	// "abort" (the default, as "") or "continue" (the reboot goes on).
 	OnTimeout string `yaml:"on_timeout"`
+}
+
+// DefaultHookTimeout bounds a hook without timeout_sec.
+const DefaultHookTimeout = 300 * time.Second
+
+// Timeout is how long the hook may run: timeout_sec, or DefaultHookTimeout.
+func (h Hook) Timeout() time.Duration {
+	if h.TimeoutSec > 0 {
+		return time.Duration(h.TimeoutSec) * time.Second
+	}
+	return DefaultHookTimeout
 }
 
 // Values of Hook.OnTimeout.
