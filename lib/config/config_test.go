@@ -128,6 +128,10 @@ func TestValidationErrors(t *testing.T) {
 		{"file detector relative", "reboot_required_detectors:\n  - type: file\n    path: x\n", "reboot_required_detectors[0].path: \"x\" is not an absolute path"},
 		{"command detector empty", "reboot_required_detectors:\n  - type: command\n", "reboot_required_detectors[0].cmd: a command detector needs cmd"},
 		{"overlapping codes", "reboot_required_detectors:\n  - type: command\n    cmd: [/bin/x]\n    success_exit_codes: [1]\n    not_needed_exit_codes: [1]\n", "exit code 1 is in both"},
+		// The default not_needed_exit_codes [0]: validate-config accepted this
+		// while every detection refused it (the rules were written twice).
+		{"overlapping the default codes", "reboot_required_detectors:\n  - type: command\n    cmd: [/bin/x]\n    success_exit_codes: [0]\n", "exit code 0 is in both success_exit_codes and not_needed_exit_codes (defaults [1] and [0])"},
+		{"a name taken by a derived one", "reboot_required_detectors:\n  - {type: auto}\n  - {type: kernel, name: auto}\n", "reboot_required_detectors[1].name: \"auto\" is used by another detector"},
 		{"codes on file detector", "reboot_required_detectors:\n  - type: file\n    path: /x\n    success_exit_codes: [1]\n", "apply to type command only"},
 		{"exit code range", "reboot_required_detectors:\n  - type: command\n    cmd: [/bin/x]\n    success_exit_codes: [300]\n", "success_exit_codes: 300 is not an exit code"},
 		{"127 is not an answer", "reboot_required_detectors:\n  - type: command\n    cmd: [/bin/x]\n    not_needed_exit_codes: [0, 127]\n", "not_needed_exit_codes: 127 means the program could not be run"},

@@ -312,86 +312,14 @@ func (v *validator) check() {
 }
 
 func (v *validator) detectors() {
-	c := v.cfg
-	if len(c.Detectors) == 0 {
-		v.bad("reboot_required_detectors", "is empty; without a detector no reboot is ever needed — use [{type: auto}]")
-	}
-	names := map[string]bool{}
-	for i, d := range c.Detectors {
-		f := fmt.Sprintf("reboot_required_detectors[%d]", i)
-		switch d.Type {
-		case "file":
-			v.absPath(f+".path", d.Path, true)
-			if len(d.Cmd) > 0 {
-				v.bad(f+".cmd", "type file takes path, not cmd")
-			}
-		case "command":
-			if len(d.Cmd) == 0 || d.Cmd[0] == "" {
-				v.bad(f+".cmd", "a command detector needs cmd, e.g. [\"/usr/bin/needs-restarting\", \"-r\"]")
-			}
-			if d.Path != "" {
-				v.bad(f+".path", "type command takes cmd, not path")
-			}
-			v.exitCodes(f+".success_exit_codes", d.SuccessExitCodes)
-			v.exitCodes(f+".not_needed_exit_codes", d.NotNeededExitCodes)
-		case "auto", "kernel":
-			if d.Path != "" || len(d.Cmd) > 0 {
-				v.bad(f, "type %s takes neither path nor cmd", d.Type)
-			}
-		case "max_uptime":
-			if d.Path != "" || len(d.Cmd) > 0 || d.TimeoutSec != 0 {
-				v.bad(f, "type max_uptime takes days only, not path, cmd or timeout_sec")
-			}
-			if d.Days < 1 || d.Days > 3650 {
-				v.bad(f+".days", "%d must be from 1 to 3650: the uptime in days beyond which a reboot is needed, e.g. 30", d.Days)
-			}
-		case "":
-			v.bad(f+".type", "is missing; use file, command, auto, kernel or max_uptime")
-		default:
-			v.bad(f+".type", "%q is not a detector type; use file, command, auto, kernel or max_uptime", d.Type)
-		}
-		if d.Type != "max_uptime" && d.Days != 0 {
-			v.bad(f+".days", "applies to type max_uptime only")
-		}
-		if d.Type != "command" && (len(d.SuccessExitCodes) > 0 || len(d.NotNeededExitCodes) > 0) {
-			v.bad(f, "success_exit_codes and not_needed_exit_codes apply to type command only")
-		}
-		for _, s := range d.SuccessExitCodes {
-			for _, n := range d.NotNeededExitCodes {
-				if s == n {
-					v.bad(f, "exit code %d is in both success_exit_codes and not_needed_exit_codes", s)
-				}
-			}
-		}
-		if d.TimeoutSec < 0 {
-			v.bad(f+".timeout_sec", "%d must not be negative", d.TimeoutSec)
-		}
-		if d.Name == "any" {
-			v.bad(f+".name", "\"any\" is reserved (it labels the overall answer in metrics); choose another name")
-		}
-		if d.Name != "" {
-			if names[d.Name] {
-				v.bad(f+".name", "%q is used by another detector; names must be unique", d.Name)
-			}
-			names[d.Name] = true
-		}
+	for _, p := range DetectorProblems(v.cfg.Detectors) {
+		v.bad(p.Field, "%s", p.Message)
 	}
 }
 
 // exitCodes checks a detector's declared exit codes: 0-255, and never 126 or
 // 127, which a wrapper uses for "cannot execute" and "not found" — treating
 // those as an answer is how a missing needs-restarting turns into a reboot loop.
-func (v *validator) exitCodes(field string, codes []int) {
-	for _, c := range codes {
-		switch {
-		case c < 0 || c > 255:
-			v.bad(field, "%d is not an exit code (0-255)", c)
-		case c == 126 || c == 127:
-			v.bad(field, "%d means the program could not be run (not executable / not found) and cannot be an answer", c)
-		}
-	}
-}
-
 func (v *validator) lock() {
 	c := v.cfg
 	switch {

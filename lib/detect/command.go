@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
 
@@ -33,47 +32,16 @@ type commandDetector struct {
 	env       Env
 }
 
-func newCommand(field string, s config.Detector, env Env) (Detector, error) {
-	if len(s.Cmd) == 0 || s.Cmd[0] == "" {
-		return nil, exitcode.Errorf(exitcode.Config, "%s.cmd: a command detector needs cmd, e.g. [\"/usr/bin/needs-restarting\", \"-r\"]", field)
-	}
-	if s.Path != "" {
-		return nil, exitcode.Errorf(exitcode.Config, "%s: type command takes cmd, not path", field)
-	}
-	needed := s.SuccessExitCodes
-	if len(needed) == 0 {
-		needed = []int{1}
-	}
-	notNeeded := s.NotNeededExitCodes
-	if len(notNeeded) == 0 {
-		notNeeded = []int{0}
-	}
-	for _, list := range []struct {
-		key   string
-		codes []int
-	}{{"success_exit_codes", needed}, {"not_needed_exit_codes", notNeeded}} {
-		for _, c := range list.codes {
-			switch {
-			case c < 0 || c > 255:
-				return nil, exitcode.Errorf(exitcode.Config, "%s.%s: %d is not an exit code (0-255)", field, list.key, c)
-			case c == 126 || c == 127:
-				return nil, exitcode.Errorf(exitcode.Config, "%s.%s: %d means \"not executable\"/\"not found\" to a shell or wrapper and is always a detector error; remove it", field, list.key, c)
-			}
-		}
-	}
-	for _, c := range needed {
-		if slices.Contains(notNeeded, c) {
-			return nil, exitcode.Errorf(exitcode.Config, "%s: exit code %d is in both success_exit_codes and not_needed_exit_codes", field, c)
-		}
-	}
+func newCommand(s config.Detector, env Env) Detector {
+	needed, notNeeded := s.ExitCodes()
 	return &commandDetector{
-		name:      orDefault(s.Name, "command:"+strings.Join(s.Cmd, " ")),
+		name:      s.Label(),
 		argv:      slices.Clone(s.Cmd),
 		needed:    slices.Clone(needed),
 		notNeeded: slices.Clone(notNeeded),
 		timeout:   timeoutOf(s),
 		env:       env,
-	}, nil
+	}
 }
 
 func (c *commandDetector) Name() string { return c.name }

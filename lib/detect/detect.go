@@ -17,6 +17,7 @@ package detect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -32,10 +33,8 @@ const DefaultTimeout = 30 * time.Second
 // CommandPath is the PATH every command detector runs with.
 const CommandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// AnyName is a reserved detector name: crd-detect 0.1.0 wrote its
-// overall answer as the series detector="any", which queries written for
-// it would mistake a detector of that name for.
-const AnyName = "any"
+// AnyName is a reserved detector name (config.DetectorAnyName).
+const AnyName = config.DetectorAnyName
 
 // Types of detectors, as written in the type field of reboot_required_detectors.
 const (
@@ -119,28 +118,19 @@ func RebootRequired(ctx context.Context, d Detector) (bool, error) {
 // fields or contradictory exit codes are configuration errors (exit code 2),
 // found here once rather than at every check.
 func New(specs []config.Detector, env Env) ([]Detector, error) {
-	if len(specs) == 0 {
-		return nil, exitcode.Errorf(exitcode.Config, "reboot_required_detectors is empty; without a detector no reboot is ever needed — use [{type: auto}]")
+	if ps := config.DetectorProblems(specs); len(ps) > 0 {
+		return nil, exitcode.New(exitcode.Config, errors.New(ps[0].String()))
 	}
 	ds := make([]Detector, 0, len(specs))
 	seen := map[string]int{}
-	for i, s := range specs {
-		field := fmt.Sprintf("reboot_required_detectors[%d]", i)
-		d, err := newOne(field, s, env)
-		if err != nil {
-			return nil, err
-		}
+	for _, s := range specs {
+		d := newOne(s, env)
 		name := d.Name()
-		if s.Name == AnyName {
-			return nil, exitcode.Errorf(exitcode.Config, "%s.name: %q is reserved for the overall answer in metrics; choose another name", field, AnyName)
-		}
 		if s.Name == "" {
 			// Derived names may repeat (two auto entries); keep labels unique.
 			if n := seen[name]; n > 0 {
 				name = fmt.Sprintf("%s#%d", name, n+1)
 			}
-		} else if seen[name] > 0 {
-			return nil, exitcode.Errorf(exitcode.Config, "%s.name: %q is used by another detector; names must be unique", field, s.Name)
 		}
 		seen[d.Name()]++
 		ds = append(ds, named{Detector: d, name: name})
@@ -148,42 +138,20 @@ func New(specs []config.Detector, env Env) ([]Detector, error) {
 	return ds, nil
 }
 
-func newOne(field string, s config.Detector, env Env) (Detector, error) {
-	if s.TimeoutSec < 0 {
-		return nil, exitcode.Errorf(exitcode.Config, "%s.timeout_sec: %d must not be negative", field, s.TimeoutSec)
-	}
-	if s.Type != TypeCommand && (len(s.SuccessExitCodes) > 0 || len(s.NotNeededExitCodes) > 0) {
-		return nil, exitcode.Errorf(exitcode.Config, "%s: success_exit_codes and not_needed_exit_codes apply to type command only", field)
-	}
-	if s.Type != TypeMaxUptime && s.Days != 0 {
-		return nil, exitcode.Errorf(exitcode.Config, "%s.days: applies to type max_uptime only", field)
-	}
+// newOne builds one detector of a configuration config.DetectorProblems
+// found nothing wrong with.
+func newOne(s config.Detector, env Env) Detector {
 	switch s.Type {
 	case TypeFile:
-		return newFile(field, s, env)
+		return newFile(s, env)
 	case TypeCommand:
-		return newCommand(field, s, env)
-	case TypeAuto, TypeKernel:
-		if s.Path != "" || len(s.Cmd) > 0 {
-			return nil, exitcode.Errorf(exitcode.Config, "%s: type %s takes neither path nor cmd", field, s.Type)
-		}
-		if s.Type == TypeAuto {
-			return &auto{name: orDefault(s.Name, TypeAuto), timeout: timeoutOf(s), env: env}, nil
-		}
-		return &kernel{name: orDefault(s.Name, TypeKernel), env: env}, nil
-	case TypeMaxUptime:
-		if s.Path != "" || len(s.Cmd) > 0 || s.TimeoutSec != 0 {
-			return nil, exitcode.Errorf(exitcode.Config, "%s: type max_uptime takes days only, not path, cmd or timeout_sec", field)
-		}
-		if s.Days < 1 || s.Days > MaxUptimeDaysLimit {
-			return nil, exitcode.Errorf(exitcode.Config, "%s.days: %d must be from 1 to %d: the uptime in days beyond which a reboot is needed, e.g. 30", field, s.Days, MaxUptimeDaysLimit)
-		}
-		return &uptime{name: orDefault(s.Name, TypeMaxUptime), days: s.Days, env: env}, nil
-	case "":
-		return nil, exitcode.Errorf(exitcode.Config, "%s.type: is missing; use file, command, auto, kernel or max_uptime", field)
-	default:
-		return nil, exitcode.Errorf(exitcode.Config, "%s.type: %q is not a detector type; use file, command, auto, kernel or max_uptime", field, s.Type)
+		return newCommand(s, env)
+	case TypeAuto:
+		return &auto{name: s.Label(), timeout: timeoutOf(s), env: env}
+	case TypeKernel:
+		return &kernel{name: s.Label(), env: env}
 	}
+	return &uptime{name: s.Label(), days: s.Days, env: env}
 }
 
 // named overrides a detector's name (to keep derived names unique) and
@@ -277,13 +245,6 @@ func Check(ctx context.Context, ds []Detector) Report {
 		rep.RebootRequired = required
 	}
 	return rep
-}
-
-func orDefault(s, def string) string {
-	if s != "" {
-		return s
-	}
-	return def
 }
 
 func timeoutOf(s config.Detector) time.Duration {

@@ -17,11 +17,11 @@ func TestNewRejects(t *testing.T) {
 		specs   []config.Detector
 		wantErr string
 	}{
-		{"empty list", nil, "reboot_required_detectors is empty"},
+		{"empty list", nil, "reboot_required_detectors: is empty"},
 		{"missing type", []config.Detector{{}}, "reboot_required_detectors[0].type: is missing"},
 		{"unknown type", []config.Detector{{Type: "auto"}, {Type: "magic"}}, `reboot_required_detectors[1].type: "magic" is not a detector type`},
-		{"file without path", []config.Detector{{Type: "file"}}, "reboot_required_detectors[0].path: \"\" must be an absolute path"},
-		{"file relative path", []config.Detector{{Type: "file", Path: "run/x"}}, "must be an absolute path"},
+		{"file without path", []config.Detector{{Type: "file"}}, "reboot_required_detectors[0].path: must be set to an absolute path"},
+		{"file relative path", []config.Detector{{Type: "file", Path: "run/x"}}, `"run/x" is not an absolute path`},
 		{"file with cmd", []config.Detector{{Type: "file", Path: "/x", Cmd: []string{"y"}}}, "type file takes path, not cmd"},
 		{"command without cmd", []config.Detector{{Type: "command"}}, "reboot_required_detectors[0].cmd: a command detector needs cmd"},
 		{"command empty argv0", []config.Detector{{Type: "command", Cmd: []string{""}}}, "needs cmd"},

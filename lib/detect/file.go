@@ -7,12 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
 // maxPkgsFile bounds how much of a .pkgs file is read.
@@ -26,15 +24,9 @@ type fileDetector struct {
 	env        Env
 }
 
-func newFile(field string, s config.Detector, env Env) (Detector, error) {
-	if s.Path == "" || !path.IsAbs(s.Path) {
-		return nil, exitcode.Errorf(exitcode.Config, "%s.path: %q must be an absolute path, e.g. /var/run/reboot-required", field, s.Path)
-	}
-	if len(s.Cmd) > 0 {
-		return nil, exitcode.Errorf(exitcode.Config, "%s: type file takes path, not cmd", field)
-	}
+func newFile(s config.Detector, env Env) Detector {
 	// Not path.Clean: ".." after a symlink means what the kernel says.
-	return &fileDetector{name: orDefault(s.Name, "file:"+s.Path), path: s.Path, env: env}, nil
+	return &fileDetector{name: s.Label(), path: s.Path, env: env}
 }
 
 func (f *fileDetector) Name() string { return f.name }

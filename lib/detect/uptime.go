@@ -9,9 +9,6 @@ import (
 	"time"
 )
 
-// MaxUptimeDaysLimit bounds the days of a max_uptime detector: ten years.
-const MaxUptimeDaysLimit = 3650
-
 // uptime says a reboot is needed when the node has been up longer than a
 // number of days, for fleets that want bounded uptime whatever the packages
 // say. It reads /proc/uptime under Env.Root.

@@ -51,9 +51,6 @@ const MaxOutput = proc.DefaultMaxOutput
 // the gate then blocks (fail closed).
 const NoScriptReason = "no health_script configured: the gate blocks every reboot until one is set; set health_script to /bin/true to reboot without a cluster health check"
 
-// maxReasonLine bounds the script output quoted in a reason.
-const maxReasonLine = 200
-
 // Context is what the node knows about the cluster, handed to the script as
 // environment variables (see Environ).
 type Context struct {
