@@ -62,6 +62,10 @@ type WindowValidator func(spec string) error
 // '_' and '-' (first a letter or digit when alnumFirst). Hand-written rather
 // than a package-level regexp: compiling those cost the daemon time and
 // memory at every start (docs/performance.md, "Figures measured by hand").
+// ValidGroup reports whether a group name is usable in a key: empty (no
+// group), or letters, digits, '.', '_' and '-', at most 63 characters.
+func ValidGroup(group string) bool { return group == "" || validName(group, 63, false) }
+
 func validName(s string, max int, alnumFirst bool) bool {
 	if len(s) == 0 || len(s) > max {
 		return false
@@ -335,7 +339,7 @@ func (v *validator) lock() {
 	}
 	v.budget("max_holders", c.MaxHolders, 1, "")
 	v.budget("max_holders_total", c.MaxHoldersTotal, 0, "no fleet-wide bound beyond max_holders per group")
-	if c.Group != "" && !validName(c.Group, 63, false) {
+	if !ValidGroup(c.Group) {
 		v.bad("group", "%q must be letters, digits, '.', '_' or '-' (at most 63)", c.Group)
 	}
 	if ns := c.EtcdNamespace; ns != "" && (!strings.HasPrefix(ns, "/") || !strings.HasSuffix(ns, "/")) {

@@ -17,7 +17,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 )
 
 // The two operations, relative to the server's base URL.
@@ -138,7 +138,7 @@ func CheckGroup(group string) error {
 	if group == "" {
 		return errors.New("client_params.group is empty: the protocol requires one (Zincati sends \"default\")")
 	}
-	if !groupPattern.MatchString(group) || !lock.ValidGroup(group) {
+	if !groupPattern.MatchString(group) || !config.ValidGroup(group) {
 		return errors.New("client_params.group " + quote(group) + " is not a valid group: use 1 to 63 letters, digits, '.' or '-'")
 	}
 	return nil

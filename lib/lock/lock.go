@@ -108,20 +108,6 @@ type Annotation struct {
 	V int `json:"v"`
 }
 
-// ValidGroup reports whether a group name is usable in a key: letters,
-// digits, '.', '_' and '-', at most 63 characters.
-func ValidGroup(group string) bool {
-	if len(group) > 63 {
-		return false
-	}
-	for _, r := range group {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // ErrPlaceLost: our lease expired or our entry was deleted while we waited
 // in line; Acquire queues again (Options.OnRequeued).
 var ErrPlaceLost = errors.New("lock: our place in line was lost while waiting (lease expired or entry deleted)")

@@ -194,7 +194,7 @@ func (f *flags) load(fs *flag.FlagSet) (config.Config, string, error) {
 	if err != nil {
 		return cfg, "", err
 	}
-	if !lock.ValidGroup(cfg.Group) {
+	if !config.ValidGroup(cfg.Group) {
 		return cfg, "", exitcode.Errorf(exitcode.Config, "crd-lock: group %q: use letters, digits, '.', '_' and '-' only (at most 63)", cfg.Group)
 	}
 	key := cfg.LockKeyForGroup()
