@@ -116,41 +116,55 @@ const (
 	ReasonInternal = "internal"
 )
 
+// reasons is the one table of the reason tokens and their exit codes, in
+// both directions: ReasonCode reads a reason's code, CodeReason the reason
+// marked byCode for a code (a code with none stands for etcd).
+var reasons = [...]struct {
+	reason string
+	code   exitcode.Code
+	byCode bool
+}{
+	{ReasonKillSwitch, exitcode.KillSwitch, true},
+	{ReasonPaused, exitcode.KillSwitch, false},
+	{ReasonHeld, exitcode.KillSwitch, false},
+	{ReasonNotNeeded, exitcode.No, true},
+	{ReasonWindow, exitcode.WindowClosed, true},
+	{ReasonPolicy, exitcode.HealthBlocked, false},
+	{ReasonHealth, exitcode.HealthBlocked, true},
+	{ReasonLockBusy, exitcode.LockBusy, true},
+	{ReasonEtcd, exitcode.EtcdUnavailable, true},
+	{ReasonRebootInProgress, exitcode.HealthBlocked, false},
+	{ReasonDetector, exitcode.DetectorError, true},
+	{ReasonHook, exitcode.RebootFailed, false},
+	{ReasonRebootFailed, exitcode.RebootFailed, true},
+	{ReasonRebootLoop, exitcode.RebootLoop, true},
+	{ReasonPostReboot, exitcode.HealthBlocked, false},
+	{ReasonPackageManagerBusy, exitcode.PackageManagerBusy, true},
+	{ReasonConflict, exitcode.Config, false},
+	{ReasonHalted, exitcode.KillSwitch, false},
+	{ReasonWave, exitcode.HealthBlocked, false},
+	{ReasonPaced, exitcode.HealthBlocked, false},
+	{ReasonInterrupted, exitcode.Interrupted, true},
+	{ReasonInternal, exitcode.Internal, true},
+}
+
 // Reasons lists every reason token.
 func Reasons() []string {
-	return []string{ReasonKillSwitch, ReasonPaused, ReasonHeld, ReasonNotNeeded, ReasonWindow, ReasonPolicy, ReasonHealth,
-		ReasonLockBusy, ReasonEtcd, ReasonRebootInProgress, ReasonDetector, ReasonHook, ReasonRebootFailed,
-		ReasonRebootLoop, ReasonPostReboot, ReasonPackageManagerBusy, ReasonConflict, ReasonHalted, ReasonWave, ReasonPaced, ReasonInterrupted, ReasonInternal}
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = r.reason
+	}
+	return out
 }
 
 // ReasonCode is the exit code a blocked reason maps to (the exit code of
-// `clusterrebootd run --once` and `simulate`).
+// `clusterrebootd run --once` and `simulate`); an unknown reason is
+// internal.
 func ReasonCode(reason string) exitcode.Code {
-	switch reason {
-	case ReasonNotNeeded:
-		return exitcode.No
-	case ReasonPolicy, ReasonHealth, ReasonRebootInProgress, ReasonPostReboot, ReasonWave, ReasonPaced:
-		return exitcode.HealthBlocked
-	case ReasonLockBusy:
-		return exitcode.LockBusy
-	case ReasonWindow:
-		return exitcode.WindowClosed
-	case ReasonKillSwitch, ReasonPaused, ReasonHeld, ReasonHalted:
-		return exitcode.KillSwitch
-	case ReasonEtcd:
-		return exitcode.EtcdUnavailable
-	case ReasonDetector:
-		return exitcode.DetectorError
-	case ReasonHook, ReasonRebootFailed:
-		return exitcode.RebootFailed
-	case ReasonRebootLoop:
-		return exitcode.RebootLoop
-	case ReasonPackageManagerBusy:
-		return exitcode.PackageManagerBusy
-	case ReasonInterrupted:
-		return exitcode.Interrupted
-	case ReasonConflict:
-		return exitcode.Config
+	for _, r := range reasons {
+		if r.reason == reason {
+			return r.code
+		}
 	}
 	return exitcode.Internal
 }
@@ -158,31 +172,10 @@ func ReasonCode(reason string) exitcode.Code {
 // CodeReason is the reason a child's exit code stands for when its JSON
 // did not name one (a crashed or foreign child).
 func CodeReason(code exitcode.Code) string {
-	switch code {
-	case exitcode.No:
-		return ReasonNotNeeded
-	case exitcode.HealthBlocked:
-		return ReasonHealth
-	case exitcode.LockBusy:
-		return ReasonLockBusy
-	case exitcode.WindowClosed:
-		return ReasonWindow
-	case exitcode.KillSwitch:
-		return ReasonKillSwitch
-	case exitcode.EtcdUnavailable:
-		return ReasonEtcd
-	case exitcode.DetectorError:
-		return ReasonDetector
-	case exitcode.RebootFailed:
-		return ReasonRebootFailed
-	case exitcode.RebootLoop:
-		return ReasonRebootLoop
-	case exitcode.PackageManagerBusy:
-		return ReasonPackageManagerBusy
-	case exitcode.Interrupted:
-		return ReasonInterrupted
-	case exitcode.Internal:
-		return ReasonInternal
+	for _, r := range reasons {
+		if r.byCode && r.code == code {
+			return r.reason
+		}
 	}
 	return ReasonEtcd
 }
