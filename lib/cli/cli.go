@@ -365,16 +365,29 @@ func Exec(ctx context.Context, tool string, run RunFunc, args []string, stdin io
 	if err != nil && code != exitcode.OK && code != exitcode.No && !errors.As(err, &q) {
 		// One line, whatever a value in it (a kill switch's reason) holds.
 		msg := report.OneLine(err.Error())
-		// "crd-lock: …" and "clusterrebootd run: …" already name the tool.
-		if !strings.HasPrefix(msg, tool+":") && !strings.HasPrefix(msg, tool+" ") {
-			msg = tool + ": " + msg
-		}
+		msg = prefixed(tool, msg)
 		if _, ok := stderr.(logging.Journal); ok {
 			msg = "<3>" + msg // journald: priority err
 		}
 		fmt.Fprintln(stderr, msg)
 	}
 	return int(code)
+}
+
+// prefixed names the tool once at the start of msg: "crd-lock: …" and
+// "clusterrebootd run: …" already name it, and the prefix of the tool's own
+// library ("gate: " from crd-gate's lib/gate) becomes the tool's
+// ("crd-gate: gate: …" said it twice).
+func prefixed(tool, msg string) string {
+	if strings.HasPrefix(msg, tool+":") || strings.HasPrefix(msg, tool+" ") {
+		return msg
+	}
+	if lib, ok := strings.CutPrefix(tool, "crd-"); ok {
+		if rest, ok := strings.CutPrefix(msg, lib+": "); ok {
+			msg = rest
+		}
+	}
+	return tool + ": " + msg
 }
 
 // quiet marks an error that was already reported in the form the caller

@@ -128,6 +128,8 @@ func TestExec(t *testing.T) {
 		{"prefix not doubled", exitcode.Errorf(exitcode.Config, "crd-x: bad"), 2, "crd-x: bad\n"},
 		{"a subcommand's prefix names the tool", exitcode.Errorf(exitcode.Config, "crd-x run: bad flag"), 2, "crd-x run: bad flag\n"},
 		{"uncoded is internal", errors.New("boom"), 70, "crd-x: boom\n"},
+		{"the tool's library's prefix becomes the tool's", exitcode.Errorf(exitcode.HealthBlocked, "x: health script exited 1"), 3, "crd-x: health script exited 1\n"},
+		{"another library's prefix stays", exitcode.Errorf(exitcode.HealthBlocked, "gate: health script exited 1"), 3, "crd-x: gate: health script exited 1\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
