@@ -11,6 +11,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
 )
 
 // silences is this node's configured silence (nil: none configured). The
@@ -100,7 +101,7 @@ func (c *cycleRun) extendSilence() {
 // freed without a reboot (an abort). A failure is logged and counted: the
 // silence ends by itself.
 func (c *cycleRun) expireSilences() {
-	if _, ok, _ := silence.ReadRecord(c.cfg.StateDir); !ok {
+	if _, ok, _ := record.ReadRecord(c.cfg.StateDir); !ok {
 		return
 	}
 	if c.res.Silences == nil {
@@ -114,7 +115,7 @@ func (c *cycleRun) expireSilences() {
 
 // expireSilencesAfterBoot ends the silences once complete freed the slot.
 func (s *session) expireSilencesAfterBoot(ctx context.Context, res *driver.CompleteResult) {
-	if _, ok, _ := silence.ReadRecord(s.cfg.StateDir); !ok {
+	if _, ok, _ := record.ReadRecord(s.cfg.StateDir); !ok {
 		return
 	}
 	res.Silences = &driver.SilenceReport{}
@@ -147,7 +148,7 @@ func (s *session) keepSilences(ctx context.Context, lease clientv3.LeaseID, res 
 	if n == nil || err != nil {
 		return
 	}
-	if _, ok, _ := silence.ReadRecord(s.cfg.StateDir); !ok {
+	if _, ok, _ := record.ReadRecord(s.cfg.StateDir); !ok {
 		return
 	}
 	rec, errs := n.Extend(ctx, silence.Slot{EndsAt: s.slotEnd(ctx, lease)})

@@ -16,6 +16,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
 	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
 )
 
@@ -106,7 +107,7 @@ func TestCycleSilenceRealAlertmanager(t *testing.T) {
 	if l := liveSilences(t, am); len(l) != 0 {
 		t.Errorf("live silences after complete: %+v", l)
 	}
-	if _, err := os.Stat(filepath.Join(n.dir, "state", silence.RecordFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(n.dir, "state", record.RecordFile)); !os.IsNotExist(err) {
 		t.Errorf("the silence record is still in state_dir: %v", err)
 	}
 }
@@ -176,7 +177,7 @@ func TestCycleSilenceDryRun(t *testing.T) {
 	if o.code != exitcode.OK || !strings.Contains(o.str("detail"), want) || o.json["silences"] != nil {
 		t.Fatalf("dry run = %d, detail %q, silences %v; want 0 and %q", o.code, o.str("detail"), o.json["silences"], want)
 	}
-	if _, err := os.Stat(filepath.Join(n.dir, "state", silence.RecordFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(n.dir, "state", record.RecordFile)); !os.IsNotExist(err) {
 		t.Errorf("a dry run recorded silences: %v", err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
 )
 
 // Node is one node's silence, as configured: the same matchers on every
@@ -23,7 +25,7 @@ type Node struct {
 	Required bool
 	// Name is node_name, Lock the lock_key; both go into the comment.
 	Name, Lock string
-	// StateDir holds the record (RecordFile).
+	// StateDir holds the record (record.RecordFile).
 	StateDir string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -81,9 +83,9 @@ func (n *Node) Comment(s Slot) string {
 // node already has there (recorded in state_dir, or found by its createdBy
 // and matchers: a retried cycle creates no second one), and records the IDs.
 // errs holds one error per Alertmanager that failed, naming it.
-func (n *Node) Ensure(ctx context.Context, s Slot) (Record, []error) {
-	prev, _, _ := ReadRecord(n.StateDir)
-	rec := Record{Node: n.Name, Lock: n.Lock, SlotKey: s.Key, FencingToken: s.FencingToken}
+func (n *Node) Ensure(ctx context.Context, s Slot) (record.Record, []error) {
+	prev, _, _ := record.ReadRecord(n.StateDir)
+	rec := record.Record{Node: n.Name, Lock: n.Lock, SlotKey: s.Key, FencingToken: s.FencingToken}
 	var errs []error
 	for _, c := range n.Clients {
 		id, err := n.ensureOne(ctx, c, prev.ID(c.Name()), s)
@@ -91,9 +93,9 @@ func (n *Node) Ensure(ctx context.Context, s Slot) (Record, []error) {
 			errs = append(errs, err)
 			continue
 		}
-		rec.Silences = append(rec.Silences, Entry{Alertmanager: c.Name(), ID: id, EndsAt: s.EndsAt.UTC()})
+		rec.Silences = append(rec.Silences, record.Entry{Alertmanager: c.Name(), ID: id, EndsAt: s.EndsAt.UTC()})
 	}
-	if err := WriteRecord(n.StateDir, rec); err != nil {
+	if err := record.WriteRecord(n.StateDir, rec); err != nil {
 		errs = append(errs, err)
 	}
 	return rec, errs
@@ -158,8 +160,8 @@ func sameMatchers(a, b []matcher.Matcher) bool {
 
 // Extend moves the end of the recorded silences to endsAt (the slot's lease
 // was renewed). A silence that is gone is not re-created.
-func (n *Node) Extend(ctx context.Context, s Slot) (Record, []error) {
-	rec, ok, err := ReadRecord(n.StateDir)
+func (n *Node) Extend(ctx context.Context, s Slot) (record.Record, []error) {
+	rec, ok, err := record.ReadRecord(n.StateDir)
 	if err != nil || !ok {
 		return rec, nilOr(err)
 	}
@@ -185,7 +187,7 @@ func (n *Node) Extend(ctx context.Context, s Slot) (Record, []error) {
 		}
 		rec.Silences[i].ID, rec.Silences[i].EndsAt = id, s.EndsAt.UTC()
 	}
-	if err := WriteRecord(n.StateDir, rec); err != nil {
+	if err := record.WriteRecord(n.StateDir, rec); err != nil {
 		errs = append(errs, err)
 	}
 	return rec, errs
@@ -194,8 +196,8 @@ func (n *Node) Extend(ctx context.Context, s Slot) (Record, []error) {
 // Expire ends the recorded silences and removes the record; it is a no-op
 // without one. n may be nil (silences no longer configured): the record is
 // then only removed, and its silences end by themselves.
-func (n *Node) Expire(ctx context.Context, stateDir string) (expired []Entry, errs []error) {
-	rec, ok, err := ReadRecord(stateDir)
+func (n *Node) Expire(ctx context.Context, stateDir string) (expired []record.Entry, errs []error) {
+	rec, ok, err := record.ReadRecord(stateDir)
 	if err != nil || !ok {
 		return nil, nilOr(err)
 	}
@@ -212,7 +214,7 @@ func (n *Node) Expire(ctx context.Context, stateDir string) (expired []Entry, er
 		}
 		expired = append(expired, e)
 	}
-	if err := RemoveRecord(stateDir); err != nil {
+	if err := record.RemoveRecord(stateDir); err != nil {
 		errs = append(errs, err)
 	}
 	return expired, errs

@@ -8,6 +8,8 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
 )
 
 // testNode is node web-1's silence on the given Alertmanagers.
@@ -80,7 +82,7 @@ func TestSilenceLifecycleRealAlertmanager(t *testing.T) {
 		}
 	})
 	t.Run("without its record it is found by createdBy and matchers", func(t *testing.T) {
-		if err := RemoveRecord(n.StateDir); err != nil {
+		if err := record.RemoveRecord(n.StateDir); err != nil {
 			t.Fatal(err)
 		}
 		rec3, errs := n.Ensure(ctx, slot)
@@ -104,7 +106,7 @@ func TestSilenceLifecycleRealAlertmanager(t *testing.T) {
 		if l := live(t, am); len(l) != 0 {
 			t.Fatalf("live silences after Expire: %+v", l)
 		}
-		if _, ok, _ := ReadRecord(n.StateDir); ok {
+		if _, ok, _ := record.ReadRecord(n.StateDir); ok {
 			t.Error("the record is still in state_dir")
 		}
 		if expired, errs := n.Expire(ctx, n.StateDir); len(expired)+len(errs) != 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
+	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
 )
 
 // The pipeline's silences (docs/silences.md), as the daemon's cluster step
@@ -76,7 +77,7 @@ func (r *rebootSlot) extendSilence() {
 // expireSilences ends the recorded silences when the slot is freed without
 // a reboot.
 func (r *rebootSlot) expireSilences() {
-	if _, ok, _ := silence.ReadRecord(r.stateDir); ok {
+	if _, ok, _ := record.ReadRecord(r.stateDir); ok {
 		expireSilences(context.Background(), r.sil, r.stateDir, r.log, "the reboot was called off")
 	}
 }
@@ -84,7 +85,7 @@ func (r *rebootSlot) expireSilences() {
 // expireSilences ends the silences recorded in stateDir; a failure is
 // logged and reported: the silence ends by itself.
 func expireSilences(ctx context.Context, n *silence.Node, stateDir string, log *slog.Logger, why string) *driver.SilenceReport {
-	if _, ok, _ := silence.ReadRecord(stateDir); !ok {
+	if _, ok, _ := record.ReadRecord(stateDir); !ok {
 		return nil
 	}
 	expired, errs := n.Expire(ctx, stateDir)
@@ -105,7 +106,7 @@ func completeSilences(ctx context.Context, cfg config.Config, client *clientv3.C
 	if !keep {
 		return expireSilences(ctx, n, cfg.StateDir, log, "the node is back and its reboot slot is freed")
 	}
-	if _, ok, _ := silence.ReadRecord(cfg.StateDir); !ok || n == nil {
+	if _, ok, _ := record.ReadRecord(cfg.StateDir); !ok || n == nil {
 		return nil
 	}
 	rec, errs := n.Extend(ctx, silence.Slot{EndsAt: slotEnd(ctx, client, lease, time.Duration(cfg.RebootSlotTTLSec)*time.Second)})
