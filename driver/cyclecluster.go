@@ -89,8 +89,8 @@ func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome)
 	res, code, err, reason, detail := r.res, r.code, r.err, r.reason, r.detail
 	switch {
 	case err == nil && code == exitcode.OK && res.Outcome == OutcomeRebooting:
-		out.step(5, "cluster", DecisionPass, "", "lock held, reboot slot taken, reboot command ran")
-		out.Action, out.Step = ActionRebooting, 7
+		out.step(CycleCluster, DecisionPass, "", "lock held, reboot slot taken, reboot command ran")
+		out.Action, out.Step = ActionRebooting, CycleReboot.N
 		d.mu.Lock()
 		d.attempt = 0
 		d.mu.Unlock()
@@ -99,8 +99,8 @@ func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome)
 		}
 		return
 	case err == nil && code == exitcode.OK && res.Outcome == OutcomeDryRun:
-		out.step(5, "cluster", DecisionPass, "", "dry run: every check under the lock passed; no hook or reboot command ran")
-		out.Action, out.Step = ActionDryRun, 7
+		out.step(CycleCluster, DecisionPass, "", "dry run: every check under the lock passed; no hook or reboot command ran")
+		out.Action, out.Step = ActionDryRun, CycleReboot.N
 		return
 	}
 	out.backoff = true
@@ -115,12 +115,12 @@ func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome)
 			// of another version): it may have been running a hook.
 			phase = "stopped under the lock, before the reboot command (a pre-reboot hook then running got SIGTERM; only abort_hooks undo it): "
 		}
-		out.block(5, "cluster", reason, phase+detail)
+		out.block(CycleCluster, reason, phase+detail)
 	case ctx.Err() != nil:
-		out.block(5, "cluster", ReasonInterrupted, "stopped while the cluster step ran")
+		out.block(CycleCluster, ReasonInterrupted, "stopped while the cluster step ran")
 		out.backoff = false
 	case err != nil:
-		out.block(5, "cluster", CodeReason(code), err.Error())
+		out.block(CycleCluster, CodeReason(code), err.Error())
 	default:
 		r := res.Reason
 		if r == "" {
@@ -133,7 +133,7 @@ func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome)
 		if code == exitcode.OK {
 			detail = fmt.Sprintf("child answered %q with exit 0: %s", res.Outcome, detail)
 		}
-		out.block(5, "cluster", r, detail)
+		out.block(CycleCluster, r, detail)
 	}
 	if out.Reason == ReasonNotNeeded {
 		out.Action = ActionIdle

@@ -23,26 +23,26 @@ func (d *Driver) stepKillSwitch(ctx context.Context, cfg config.Config, now time
 		if err != nil {
 			d.log.Warn("kill switch undeterminable", "event", "kill_switch_error", "error", err)
 		}
-		out.block(1, "kill_switch", ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
+		out.block(CycleKillSwitch, ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
 	if p := d.View().Paused; p != nil {
-		out.block(1, "kill_switch", ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
+		out.block(CycleKillSwitch, ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
 	if h := d.View().Halted; h != nil {
-		out.block(1, "kill_switch", ReasonHalted, fmt.Sprintf("the rollout halted itself at %s: %s; look at the failed nodes, then run clusterrebootd resume --reason TEXT", h.Since.UTC().Format(time.RFC3339), h.Reason))
+		out.block(CycleKillSwitch, ReasonHalted, fmt.Sprintf("the rollout halted itself at %s: %s; look at the failed nodes, then run clusterrebootd resume --reason TEXT", h.Since.UTC().Format(time.RFC3339), h.Reason))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
 	if h := d.View().Held(cfg.NodeName); h != nil {
-		out.block(1, "kill_switch", ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
+		out.block(CycleKillSwitch, ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
-	out.step(1, "kill_switch", DecisionPass, "", "kill switch not set")
+	out.step(CycleKillSwitch, DecisionPass, "", "kill switch not set")
 	return false
 }
 
@@ -56,10 +56,10 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 	}
 	if rep.Err != nil {
 		if exitcode.CodeOf(rep.Err) == exitcode.Interrupted || ctx.Err() != nil {
-			out.block(2, "detect", ReasonInterrupted, "stopped during detection")
+			out.block(CycleDetect, ReasonInterrupted, "stopped during detection")
 			return true
 		}
-		out.block(2, "detect", ReasonDetector, rep.Err.Error())
+		out.block(CycleDetect, ReasonDetector, rep.Err.Error())
 		return true
 	}
 	d.setRequired(rep.RebootRequired, now)
@@ -70,8 +70,8 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 		d.mu.Lock()
 		d.attempt = 0
 		d.mu.Unlock()
-		out.step(2, "detect", DecisionBlock, ReasonNotNeeded, "no detector says a reboot is needed")
-		out.Action, out.Reason, out.Detail, out.Step = ActionIdle, ReasonNotNeeded, "no reboot needed", 2
+		out.step(CycleDetect, DecisionBlock, ReasonNotNeeded, "no detector says a reboot is needed")
+		out.Action, out.Reason, out.Detail, out.Step = ActionIdle, ReasonNotNeeded, "no reboot needed", CycleDetect.N
 		return true
 	}
 	fired := ""
@@ -86,20 +86,20 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 		}
 	}
 	if blocked, detail := d.loopCheck(ctx, cfg, now, mode); blocked {
-		out.block(2, "detect", ReasonRebootLoop, detail)
+		out.block(CycleDetect, ReasonRebootLoop, detail)
 		return true
 	}
 	if fired == "" && requested != nil {
 		fired = fmt.Sprintf("requested by %s since %s: %s", requested.By, requested.Since.UTC().Format(time.RFC3339), requested.Reason)
 	}
-	out.step(2, "detect", DecisionPass, "", "reboot needed: "+fired)
+	out.step(CycleDetect, DecisionPass, "", "reboot needed: "+fired)
 	// Never while a package transaction runs: the need it reports may be
 	// the transaction's own, written before the boot loader was updated.
 	if err := d.deps.PackageBusy(); err != nil {
-		out.block(2, "package_manager", ReasonPackageManagerBusy, err.Error())
+		out.block(CyclePackageManager, ReasonPackageManagerBusy, err.Error())
 		return true
 	}
-	out.step(2, "package_manager", DecisionPass, "", "no package manager is mid-transaction")
+	out.step(CyclePackageManager, DecisionPass, "", "no package manager is mid-transaction")
 	return false
 }
 
@@ -108,13 +108,13 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 func (d *Driver) stepWindow(cfg config.Config, now time.Time, out *Outcome) bool {
 	if r := d.View().Requested(cfg.NodeName); r != nil && r.Now {
 		// An emergency reboot (request --now): every rule but the windows.
-		out.step(3, "window", DecisionPass, "", fmt.Sprintf("emergency reboot requested by %s since %s (%s): the windows are not checked",
+		out.step(CycleWindow, DecisionPass, "", fmt.Sprintf("emergency reboot requested by %s since %s (%s): the windows are not checked",
 			r.By, r.Since.UTC().Format(time.RFC3339), r.Reason))
 		return false
 	}
 	dec, err := d.deps.Windows.At(cfg, now)
 	if err != nil {
-		out.block(3, "window", ReasonWindow, err.Error())
+		out.block(CycleWindow, ReasonWindow, err.Error())
 		return true
 	}
 	if !dec.Open {
@@ -122,10 +122,10 @@ func (d *Driver) stepWindow(cfg config.Config, now time.Time, out *Outcome) bool
 		if !dec.NextOpen.IsZero() {
 			detail += "; next opening " + dec.NextOpen.Format(time.RFC3339)
 		}
-		out.block(3, "window", ReasonWindow, detail)
+		out.block(CycleWindow, ReasonWindow, detail)
 		return true
 	}
-	out.step(3, "window", DecisionPass, "", dec.Reason)
+	out.step(CycleWindow, DecisionPass, "", dec.Reason)
 	return false
 }
 
@@ -135,21 +135,21 @@ func (d *Driver) stepPolicyGate(ctx context.Context, cfg config.Config, mode Mod
 	sum := d.summaryFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
 	pd := policy.EvaluateSummary(sum, cfg.NodeName, cfg.ClusterPolicies)
 	if !pd.Allowed {
-		out.block(4, "policy", ReasonPolicy, pd.Rule+": "+pd.Reason)
+		out.block(CyclePolicy, ReasonPolicy, pd.Rule+": "+pd.Reason)
 		return true
 	}
-	out.step(4, "policy", DecisionPass, "", pd.Reason)
+	out.step(CyclePolicy, DecisionPass, "", pd.Reason)
 	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, sum)
 	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
 		// Not an answer of the script: neither counted nor logged as unhealthy.
-		out.block(4, "health", ReasonInterrupted, "stopped during the health check")
+		out.block(CycleHealth, ReasonInterrupted, "stopped during the health check")
 		return true
 	}
 	d.countHealth(gr)
 	if !gr.Healthy {
-		out.block(4, "health", ReasonHealth, gr.Reason)
+		out.block(CycleHealth, ReasonHealth, gr.Reason)
 		return true
 	}
-	out.step(4, "health", DecisionPass, "", gr.Reason)
+	out.step(CycleHealth, DecisionPass, "", gr.Reason)
 	return false
 }

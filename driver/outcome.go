@@ -80,13 +80,41 @@ func (o Outcome) Err() error {
 	return exitcode.Errorf(c, "clusterrebootd: step %d blocked (%s): %s", o.Step, o.Reason, o.Detail)
 }
 
-func (o *Outcome) step(n int, name, decision, reason, detail string) {
-	o.Steps = append(o.Steps, StepResult{Step: n, Name: name, Decision: decision, Reason: reason, Detail: detail})
+// CycleStep is one check of the cycle, as docs/architecture.md numbers
+// and names it: StepResult's step and name.
+type CycleStep struct {
+	N    int
+	Name string
 }
 
-func (o *Outcome) block(n int, name, reason, detail string) {
-	o.step(n, name, DecisionBlock, reason, detail)
-	o.Action, o.Reason, o.Detail, o.Step = ActionBlocked, reason, detail, n
+// The cycle's steps. Step 0 is the post-reboot part (step 8 of the last
+// cycle, finished after the boot).
+var (
+	CyclePostReboot       = CycleStep{0, "post_reboot"}
+	CyclePostRebootHooks  = CycleStep{0, "post_reboot_hooks"}
+	CyclePostRebootDetect = CycleStep{0, "post_reboot_detect"}
+	CyclePostRebootHealth = CycleStep{0, "post_reboot_health"}
+	CycleSettle           = CycleStep{0, "settle"}
+	CycleComplete         = CycleStep{0, "complete"}
+	CycleKillSwitch       = CycleStep{1, "kill_switch"}
+	CycleDetect           = CycleStep{2, "detect"}
+	CyclePackageManager   = CycleStep{2, "package_manager"}
+	CycleWindow           = CycleStep{3, "window"}
+	CyclePolicy           = CycleStep{4, "policy"}
+	CycleHealth           = CycleStep{4, "health"}
+	CycleCluster          = CycleStep{5, "cluster"}
+	// CycleReboot is where a cycle that reached its reboot (or dry run)
+	// ends: the child took the slot and ran the reboot command.
+	CycleReboot = CycleStep{7, "reboot"}
+)
+
+func (o *Outcome) step(s CycleStep, decision, reason, detail string) {
+	o.Steps = append(o.Steps, StepResult{Step: s.N, Name: s.Name, Decision: decision, Reason: reason, Detail: detail})
+}
+
+func (o *Outcome) block(s CycleStep, reason, detail string) {
+	o.step(s, DecisionBlock, reason, detail)
+	o.Action, o.Reason, o.Detail, o.Step = ActionBlocked, reason, detail, s.N
 }
 
 // Status is what the node says about itself: published as its health

@@ -15,19 +15,19 @@ import (
 // postReboot is step 0 (and 8): it handles a reboot marker. It reports
 // whether the cycle stops here.
 func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, out *Outcome) bool {
-	const name = "post_reboot"
+	name := CyclePostReboot
 	m, err := reboot.ReadMarker(cfg.StateDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		out.step(0, name, DecisionSkip, "", "no reboot marker")
+		out.step(name, DecisionSkip, "", "no reboot marker")
 		return false
 	}
 	if err != nil {
-		out.block(0, name, ReasonPostReboot, err.Error())
+		out.block(name, ReasonPostReboot, err.Error())
 		return true
 	}
 	boot, err := d.deps.BootID()
 	if err != nil {
-		out.block(0, name, ReasonPostReboot, err.Error()+"; cannot tell whether the requested reboot happened")
+		out.block(name, ReasonPostReboot, err.Error()+"; cannot tell whether the requested reboot happened")
 		return true
 	}
 	now := d.deps.Now()
@@ -51,7 +51,7 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		return true
 	}
 	if mode.Simulate {
-		out.step(0, name, DecisionSkip, "", "simulation: the slot is not freed and the marker stays")
+		out.step(name, DecisionSkip, "", "simulation: the slot is not freed and the marker stays")
 		return false
 	}
 	if stop := p.settle(); stop {

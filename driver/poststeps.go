@@ -20,10 +20,10 @@ import (
 // waits for it to go down; after that the marker is stale and removed. It
 // reports whether the cycle stops here.
 func (d *Driver) rebootPending(ctx context.Context, cfg config.Config, mode Mode, m reboot.Marker, boot string, now time.Time, out *Outcome) bool {
-	const name = "post_reboot"
+	name := CyclePostReboot
 	slotTTL := time.Duration(cfg.RebootSlotTTLSec) * time.Second
 	if now.Sub(m.RequestedAt) < slotTTL {
-		out.block(0, name, ReasonRebootInProgress, fmt.Sprintf("reboot requested at %s; waiting for the machine to go down", m.RequestedAt.UTC().Format(time.RFC3339)))
+		out.block(name, ReasonRebootInProgress, fmt.Sprintf("reboot requested at %s; waiting for the machine to go down", m.RequestedAt.UTC().Format(time.RFC3339)))
 		return true
 	}
 	// The command returned, yet nothing rebooted within the slot's TTL.
@@ -33,20 +33,20 @@ func (d *Driver) rebootPending(ctx context.Context, cfg config.Config, mode Mode
 		d.metrics.Blocked.Inc(ReasonRebootFailed)
 	}
 	if mode.Simulate {
-		out.step(0, name, DecisionSkip, ReasonRebootFailed, "stale marker of a reboot that did not happen would be removed")
+		out.step(name, DecisionSkip, ReasonRebootFailed, "stale marker of a reboot that did not happen would be removed")
 		return false
 	}
 	if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: false}, now); err != nil {
-		out.block(0, name, ReasonPostReboot, stateDirError(err))
+		out.block(name, ReasonPostReboot, stateDirError(err))
 		return true
 	}
 	d.recordFailure(ctx, cfg, "reboot_command", fmt.Sprintf("its reboot command (%s) ran at %s, but the machine did not go down within reboot_slot_ttl_sec (%d s)",
 		strings.Join(m.Command, " "), m.RequestedAt.UTC().Format(time.RFC3339), cfg.RebootSlotTTLSec), m.RequestedAt)
 	if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
-		out.block(0, name, ReasonPostReboot, err.Error())
+		out.block(name, ReasonPostReboot, err.Error())
 		return true
 	}
-	out.step(0, name, DecisionDone, ReasonRebootFailed, "removed the marker of a reboot that did not happen")
+	out.step(name, DecisionDone, ReasonRebootFailed, "removed the marker of a reboot that did not happen")
 	return false
 }
 
@@ -82,15 +82,15 @@ func (d *Driver) startPost(ctx context.Context, cfg config.Config, mode Mode, m 
 // for. Whatever blocks it now keeps its slot, renewed every cycle, so that
 // the fleet waits for it rather than follow a node that is not healthy
 // again.
-func (p *postRun) hold(step, reason, detail string) bool {
+func (p *postRun) hold(step CycleStep, reason, detail string) bool {
 	if p.ctx.Err() != nil {
 		// Stopped (SIGTERM) while a post-reboot step ran: that step
 		// failed because of it, and the slot is renewed by the next
 		// daemon's first cycle, not by a child started already cancelled.
-		p.out.block(0, step, ReasonInterrupted, "stopped during the post-reboot checks: "+detail)
+		p.out.block(step, ReasonInterrupted, "stopped during the post-reboot checks: "+detail)
 		return true
 	}
-	p.out.block(0, step, reason, detail)
+	p.out.block(step, reason, detail)
 	if !p.mode.Simulate {
 		p.d.keepSlot(p.ctx, p.cfg)
 	}
@@ -100,7 +100,7 @@ func (p *postRun) hold(step, reason, detail string) bool {
 // recordReboot adds the completed reboot to the history and stops at a
 // reboot-loop block recorded there.
 func (p *postRun) recordReboot() bool {
-	const name = "post_reboot"
+	name := CyclePostReboot
 	if !p.mode.Simulate {
 		if err := p.d.record(p.cfg, HistoryEntry{At: p.m.RequestedAt, BootID: p.m.BootID, Rebooted: true}, p.now); err != nil {
 			return p.hold(name, ReasonPostReboot, stateDirError(err))
@@ -121,15 +121,15 @@ func (p *postRun) postHooks() bool {
 		return false
 	}
 	if cfg.DryRun || p.mode.Simulate {
-		p.out.step(0, "post_reboot_hooks", DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
+		p.out.step(CyclePostRebootHooks, DecisionSkip, "", fmt.Sprintf("dry run: %d post-reboot hook(s) not run", len(cfg.PostRebootHooks)))
 	} else {
 		// The slot, granted before the reboot, gets its whole TTL again
 		// before the hooks run (their timeouts are validated to fit).
 		d.keepSlot(ctx, cfg)
 		if err := d.deps.Hooks.Run(ctx, cfg, cfg.PostRebootHooks); err != nil {
-			return p.hold("post_reboot_hooks", ReasonPostReboot, err.Error())
+			return p.hold(CyclePostRebootHooks, ReasonPostReboot, err.Error())
 		}
-		p.out.step(0, "post_reboot_hooks", DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
+		p.out.step(CyclePostRebootHooks, DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
 	}
 	if !cfg.DryRun && !p.mode.Simulate {
 		d.markPost(cfg, p.m.BootID, p.boot, func(pp *postProgress) { pp.Hooks = true })
@@ -142,7 +142,7 @@ func (p *postRun) postHooks() bool {
 func (p *postRun) detectorQuiet() bool {
 	rep := p.d.deps.Detect.Detect(p.ctx, p.cfg)
 	if rep.Err != nil {
-		return p.hold("post_reboot_detect", ReasonDetector, rep.Err.Error())
+		return p.hold(CyclePostRebootDetect, ReasonDetector, rep.Err.Error())
 	}
 	if rep.RebootRequired {
 		detail := fmt.Sprintf("the node still needs a reboot after the coordinated reboot requested at %s", p.m.RequestedAt.UTC().Format(time.RFC3339))
@@ -151,9 +151,9 @@ func (p *postRun) detectorQuiet() bool {
 				detail += "; " + err.Error()
 			}
 		}
-		return p.hold("post_reboot_detect", ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
+		return p.hold(CyclePostRebootDetect, ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
 	}
-	p.out.step(0, "post_reboot_detect", DecisionPass, "", "no detector fires after the reboot")
+	p.out.step(CyclePostRebootDetect, DecisionPass, "", "no detector fires after the reboot")
 	return false
 }
 
@@ -163,9 +163,9 @@ func (p *postRun) postHealth() bool {
 	gr := d.deps.Gate.Check(p.ctx, cfg, gate.PhasePostReboot, d.summaryFor(p.ctx, cfg, p.mode, p.now, cfg.HealthScript != ""))
 	d.countHealth(gr)
 	if !gr.Healthy {
-		return p.hold("post_reboot_health", ReasonPostReboot, gr.Reason)
+		return p.hold(CyclePostRebootHealth, ReasonPostReboot, gr.Reason)
 	}
-	p.out.step(0, "post_reboot_health", DecisionPass, "", gr.Reason)
+	p.out.step(CyclePostRebootHealth, DecisionPass, "", gr.Reason)
 	return false
 }
 
@@ -179,7 +179,7 @@ func (p *postRun) settle() bool {
 	// before the wait, so that it outlasts settle_sec (validated to fit).
 	d.keepSlot(p.ctx, cfg)
 	if err := d.deps.Sleep(p.ctx, time.Duration(cfg.SettleSec)*time.Second); err != nil {
-		p.out.block(0, "settle", ReasonInterrupted, "stopped during settle_sec")
+		p.out.block(CycleSettle, ReasonInterrupted, "stopped during settle_sec")
 		return true
 	}
 	d.markPost(cfg, p.m.BootID, p.boot, func(pp *postProgress) { pp.Settled = true })
@@ -197,7 +197,7 @@ func (p *postRun) freeSlot() (CompleteResult, bool) {
 		if err != nil {
 			detail = err.Error()
 		}
-		p.out.block(0, "complete", CodeReason(code), "cannot free the reboot slot: "+detail)
+		p.out.block(CycleComplete, CodeReason(code), "cannot free the reboot slot: "+detail)
 		return res, true
 	}
 	return res, false
@@ -206,10 +206,10 @@ func (p *postRun) freeSlot() (CompleteResult, bool) {
 // rebootCompleted removes the marker and the progress file, writes the
 // time of completion to run_dir, and logs and counts reboot_completed.
 func (p *postRun) rebootCompleted(res CompleteResult) bool {
-	const name = "post_reboot"
+	name := CyclePostReboot
 	d, cfg, m := p.d, p.cfg, p.m
 	if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
-		p.out.block(0, name, ReasonPostReboot, err.Error())
+		p.out.block(name, ReasonPostReboot, err.Error())
 		return true
 	}
 	if err := removePostProgress(cfg.StateDir); err != nil {
@@ -228,7 +228,7 @@ func (p *postRun) rebootCompleted(res CompleteResult) bool {
 	d.forgetRequest(cfg.NodeName, m.Extra[MarkerRequestRevision])
 	d.log.Info("coordinated reboot completed", "event", "reboot_completed", "duration_ms", done.Sub(m.RequestedAt).Milliseconds(),
 		"requested_at", m.RequestedAt, "slot_freed", res.Freed)
-	p.out.step(0, name, DecisionDone, "", fmt.Sprintf("reboot requested at %s completed; slot freed", m.RequestedAt.UTC().Format(time.RFC3339)))
+	p.out.step(name, DecisionDone, "", fmt.Sprintf("reboot requested at %s completed; slot freed", m.RequestedAt.UTC().Format(time.RFC3339)))
 	return false
 }
 
