@@ -28,8 +28,9 @@ import (
 // serve-metrics child when metrics.enabled is set.
 const MetricsFile = "metrics.prom"
 
-// Notifier is the systemd notification channel (lib/notify).
-type Notifier interface {
+// Systemd is the channel to systemd: sd_notify (lib/sdnotify), not the
+// chat notifications of lib/notifyevents.
+type Systemd interface {
 	Ready(status string) error
 	Status(status string) error
 	Watchdog() error
@@ -43,8 +44,8 @@ type Notifier interface {
 type Daemon struct {
 	Driver *Driver
 	Log    *slog.Logger
-	// Notify may be nil.
-	Notify Notifier
+	// Systemd may be nil (not under systemd, or in tests).
+	Systemd Systemd
 	// WatchdogEvery is half of WATCHDOG_USEC (0: no watchdog).
 	WatchdogEvery time.Duration
 	// Reload delivers SIGHUP.
@@ -88,14 +89,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.cycleDone = make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var g Group
+	var g Actors
 	g.Add(func() error { <-ctx.Done(); return nil }, func(error) { cancel() })
 	g.Add(func() error { d.loop(ctx); return nil }, func(error) { cancel() })
 	g.Add(func() error { d.publisher(ctx); return nil }, func(error) { cancel() })
 	if d.Reload != nil {
 		g.Add(func() error { d.reloader(ctx); return nil }, func(error) { cancel() })
 	}
-	if d.WatchdogEvery > 0 && d.Notify != nil {
+	if d.WatchdogEvery > 0 && d.Systemd != nil {
 		g.Add(func() error { d.watchdog(ctx); return nil }, func(error) { cancel() })
 	}
 	if d.MetricsServer != nil {
@@ -104,18 +105,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cfg := d.Driver.Config()
 	d.Log.Info("clusterrebootd started", "event", "started", "node", cfg.NodeName, "dry_run", cfg.DryRun,
 		"check_interval_sec", cfg.CheckIntervalSec, "config", strings.Join(cfg.Sources(), ","))
-	d.notify(func(n Notifier) error { return n.Ready(d.Driver.Status().String()) })
+	d.tellSystemd(func(n Systemd) error { return n.Ready(d.Driver.Status().String()) })
 	err := g.Run()
-	d.notify(func(n Notifier) error { return n.Stopping("stopping") })
+	d.tellSystemd(func(n Systemd) error { return n.Stopping("stopping") })
 	d.Log.Info("clusterrebootd stopped", "event", "stopped", "cycles", d.Cycles())
 	return err
 }
 
-func (d *Daemon) notify(f func(Notifier) error) {
-	if d.Notify == nil {
+func (d *Daemon) tellSystemd(f func(Systemd) error) {
+	if d.Systemd == nil {
 		return
 	}
-	if err := f(d.Notify); err != nil {
+	if err := f(d.Systemd); err != nil {
 		d.Log.Debug("sd_notify failed", "error", err)
 	}
 }
@@ -134,7 +135,7 @@ func (d *Daemon) loop(ctx context.Context) {
 		d.cycles++
 		d.mu.Unlock()
 		d.writeMetrics()
-		d.notify(func(n Notifier) error { return n.Status(d.Driver.Status().String()) })
+		d.tellSystemd(func(n Systemd) error { return n.Status(d.Driver.Status().String()) })
 		// The publisher takes over the burst: it publishes if due and trims
 		// once for both (each trim is a garbage collection and wakes the idle
 		// process's threads). Only when it is still busy with an
@@ -253,7 +254,7 @@ func (d *Daemon) watchdog(ctx context.Context) {
 	t := time.NewTicker(d.WatchdogEvery)
 	defer t.Stop()
 	for {
-		d.notify(func(n Notifier) error { return n.Watchdog() })
+		d.tellSystemd(func(n Systemd) error { return n.Watchdog() })
 		select {
 		case <-ctx.Done():
 			return

@@ -78,8 +78,8 @@ func TestJitterAndBackoff(t *testing.T) {
 	}
 }
 
-func TestGroup(t *testing.T) {
-	var g Group
+func TestActors(t *testing.T) {
+	var g Actors
 	if err := g.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestDaemon(t *testing.T) {
 	reload := make(chan struct{}, 1)
 	n := &fakeNotifier{}
 	loads := 0
-	d := &Daemon{Driver: drv, Log: log, Notify: n, WatchdogEvery: 10 * time.Millisecond, Reload: reload, Metrics: m,
+	d := &Daemon{Driver: drv, Log: log, Systemd: n, WatchdogEvery: 10 * time.Millisecond, Reload: reload, Metrics: m,
 		LoadConfig: func() (config.Config, error) {
 			loads++
 			if loads == 1 {

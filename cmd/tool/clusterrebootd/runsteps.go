@@ -14,7 +14,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/memtrim"
-	"github.com/clusterrebootd/clusterrebootd/lib/notify"
+	"github.com/clusterrebootd/clusterrebootd/lib/sdnotify"
 )
 
 // claimStateDir makes this the one `run` of cfg's state_dir (an flock on
@@ -89,8 +89,8 @@ func newDaemon(s daemonSetup) (d *driver.Daemon, stop func()) {
 	d = &driver.Daemon{
 		Driver:        s.drv,
 		Log:           s.log,
-		Notify:        notify.New(s.getenv("NOTIFY_SOCKET")),
-		WatchdogEvery: notify.WatchdogInterval(s.getenv("WATCHDOG_USEC"), s.getenv("WATCHDOG_PID"), os.Getpid()),
+		Systemd:       sdnotify.New(s.getenv("NOTIFY_SOCKET")),
+		WatchdogEvery: sdnotify.WatchdogInterval(s.getenv("WATCHDOG_USEC"), s.getenv("WATCHDOG_PID"), os.Getpid()),
 		Reload:        reload,
 		LoadConfig:    s.load,
 		Rand:          rand.Float64,

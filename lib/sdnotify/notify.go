@@ -1,11 +1,11 @@
-// Package notify speaks systemd's sd_notify protocol directly: one datagram
+// Package sdnotify speaks systemd's sd_notify protocol directly: one datagram
 // of newline-separated KEY=VALUE lines to the unix socket named by
 // $NOTIFY_SOCKET (a path, or an abstract socket when it starts with '@').
 //
 // It is best effort and silent outside systemd: with no socket configured
 // every call is a no-op. The caller reads the environment (NOTIFY_SOCKET,
 // WATCHDOG_USEC, WATCHDOG_PID) and passes the values in.
-package notify
+package sdnotify
 
 import (
 	"fmt"

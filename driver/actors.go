@@ -1,10 +1,10 @@
 package driver
 
-// Group runs actors together and ends them together (the oklog run.Group
+// Actors runs actors together and ends them together (the oklog run.Group
 // pattern): when the first actor's execute returns, every actor's interrupt
 // is called, and Run waits for all of them before returning the first
 // error.
-type Group struct {
+type Actors struct {
 	actors []actor
 }
 
@@ -14,13 +14,13 @@ type actor struct {
 }
 
 // Add adds an actor. interrupt must make execute return.
-func (g *Group) Add(execute func() error, interrupt func(error)) {
+func (g *Actors) Add(execute func() error, interrupt func(error)) {
 	g.actors = append(g.actors, actor{execute, interrupt})
 }
 
 // Run starts every actor and returns the error of the first to end (nil
 // with no actors).
-func (g *Group) Run() error {
+func (g *Actors) Run() error {
 	if len(g.actors) == 0 {
 		return nil
 	}
