@@ -22,6 +22,7 @@
 #   environment: ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY
 #   and ETCDCTL_USER=root:PASSWORD (or a root client certificate) once auth
 #   is enabled. The script never enables auth itself (see docs/security.md).
+#   ETCDCTL_COMMAND_TIMEOUT defaults to 30s (etcdctl's own is 5 s).
 #
 #   --auth password (the default) gives every user a random password, kept in
 #   --secrets DIR/USER (mode 0600; an existing file is reused, so a second run
@@ -62,6 +63,10 @@ secrets=./etcd-rbac-secrets
 replace=
 print=
 ETCDCTL=${ETCDCTL:-etcdctl}
+# A busy etcd (a fleet publishing, a compaction) may take longer than
+# etcdctl's 5 s default for one role change; the caller's value wins.
+ETCDCTL_COMMAND_TIMEOUT=${ETCDCTL_COMMAND_TIMEOUT:-30s}
+export ETCDCTL_COMMAND_TIMEOUT
 
 usage() {
 	sed -n '/^# Synopsis/,/^# Description/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
