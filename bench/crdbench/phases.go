@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +88,8 @@ type fleetSim struct {
 	cfgs     [][]byte
 	first    config.Config
 	tls      bool
+	// lastErr is the first failed publication's error of the last round.
+	lastErr string
 }
 
 func (b *bench) newFleetSim(c *clientv3.Client, n int, interval time.Duration, tls bool) (*fleetSim, error) {
@@ -139,25 +142,38 @@ func publication(phase string, now time.Time) driver.PublishArgs {
 	return driver.PublishArgs{State: policy.StateIdle, LastCheck: now}
 }
 
+// inFlight bounds the publications running at once: on a loaded machine
+// an unbounded simulation piles up clients until they all time out; bounded,
+// it falls behind its schedule instead, and says so (phaseResult.behind).
+const inFlight = 64
+
 // round has every node publish once, spread evenly over span, and returns
-// the publications, failures and latencies.
+// the publications, failures and latencies. The first failure's error is
+// kept in s.lastErr.
 func (s *fleetSim) round(ctx context.Context, args driver.PublishArgs, span time.Duration) (ops, failures int, latencyMS []float64) {
 	argv := append([]string{driver.StepPublish}, args.Args()...)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, inFlight)
 	start := time.Now()
 	for i := range s.n {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * span / time.Duration(s.n))))
+		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-sem }()
+			var errOut bytes.Buffer
 			t0 := time.Now()
-			err := cluster.RunStep(ctx, argv, bytes.NewReader(s.cfgs[i]), io.Discard, io.Discard)
+			err := cluster.RunStep(ctx, argv, bytes.NewReader(s.cfgs[i]), io.Discard, &errOut)
 			d := time.Since(t0)
 			mu.Lock()
 			defer mu.Unlock()
 			ops++
 			if err != nil {
+				if failures == 0 {
+					s.lastErr = fmt.Sprintf("%v (%s)", err, lastLine(errOut.String()))
+				}
 				failures++
 				return
 			}
@@ -167,6 +183,12 @@ func (s *fleetSim) round(ctx context.Context, args driver.PublishArgs, span time
 	time.Sleep(time.Until(start.Add(span)))
 	wg.Wait()
 	return ops, failures, latencyMS
+}
+
+// lastLine is the last non-empty line of a step's stderr.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // measure runs f and records what etcd served, its CPU and its memory.
@@ -388,6 +410,9 @@ func (b *bench) simulate(ctx context.Context, c *clientv3.Client, n int, interva
 			facts = s.facts(ctx, rssBase)
 		}
 		b.printPhase(r)
+		if r.failures > 0 && !r.perOp {
+			b.warnf("%d nodes, %s: %d of %d publications failed, the first with: %s", n, p, r.failures, r.ops, s.lastErr)
+		}
 		if r.behind() {
 			b.warnf("%d nodes, %s: %.1f publications/s against %.1f scheduled: this machine could not keep the schedule; the figures of this row understate the load",
 				n, p, float64(r.ops)/r.took.Seconds(), float64(n)/interval.Seconds())
