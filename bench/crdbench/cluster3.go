@@ -16,6 +16,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 )
 
 // etcdCluster is a 3-member etcd on loopback, as a production etcd runs,
@@ -29,13 +31,13 @@ type etcdCluster struct {
 	cmds    []*exec.Cmd
 	// certs is set in a TLS run: https client URLs, client certificates
 	// required.
-	certs *certFiles
+	certs *etcdtest.Certs
 }
 
 // startCluster starts members etcd processes in dir and waits until every
 // member answers. With certs the client URLs are https:// and every client
 // must present a certificate of certs.CA (peers stay plain on loopback).
-func startCluster(bin, dir string, members int, certs *certFiles) (*etcdCluster, error) {
+func startCluster(bin, dir string, members int, certs *etcdtest.Certs) (*etcdCluster, error) {
 	type urls struct{ name, client, peer, metrics string }
 	var ms []urls
 	var initial []string
@@ -133,7 +135,7 @@ func (c *etcdCluster) client() (*clientv3.Client, error) {
 func (c *etcdCluster) clientOf(endpoints []string, dial time.Duration) (*clientv3.Client, error) {
 	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: dial, Logger: zap.NewNop()}
 	if c.certs != nil {
-		t, err := c.certs.clientTLS()
+		t, err := c.certs.ClientTLS()
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 )
 
 // clearFleet removes a simulated fleet (its keys and every lease) and
@@ -133,11 +134,11 @@ func (b *bench) scale(ctx context.Context, doc string) error {
 	}); err != nil {
 		return err
 	}
-	certs, err := makeCerts(filepath.Join(b.work, "certs"))
+	certs, err := etcdtest.GenerateCerts(filepath.Join(b.work, "certs"))
 	if err != nil {
 		return err
 	}
-	if err := b.onCluster("cluster-tls", &certs, func(c *clientv3.Client, rssBase float64) error {
+	if err := b.onCluster("cluster-tls", certs, func(c *clientv3.Client, rssBase float64) error {
 		rs, _, err := b.simulate(ctx, c, p.tlsSize, p.interval, tlsPhases, 0, rssBase)
 		run.tls = rs
 		return err
@@ -164,7 +165,7 @@ func (b *bench) scale(ctx context.Context, doc string) error {
 
 // onCluster starts a 3-member etcd (with certs: client-certificate TLS),
 // runs f on it and stops it.
-func (b *bench) onCluster(name string, certs *certFiles, f func(c *clientv3.Client, rssBase float64) error) error {
+func (b *bench) onCluster(name string, certs *etcdtest.Certs, f func(c *clientv3.Client, rssBase float64) error) error {
 	ec, err := startCluster(b.etcdBin, filepath.Join(b.work, name), 3, certs)
 	if err != nil {
 		return err
