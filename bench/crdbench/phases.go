@@ -414,7 +414,7 @@ func (b *bench) simulate(ctx context.Context, c *clientv3.Client, n int, interva
 			b.warnf("%d nodes, %s: %d of %d publications failed, the first with: %s", n, p, r.failures, r.ops, s.lastErr)
 		}
 		if r.behind() {
-			b.warnf("%d nodes, %s: %.1f publications/s against %.1f scheduled: this machine could not keep the schedule; the figures of this row understate the load",
+			b.warnf("%d nodes, %s: %.1f publications/s against %.1f scheduled: this machine could not keep the schedule (per publication the figures hold; etcd's CPU is that of the rate reached)",
 				n, p, float64(r.ops)/r.took.Seconds(), float64(n)/interval.Seconds())
 		}
 		out = append(out, r)
