@@ -58,9 +58,6 @@ func (r phaseResult) perNodeMinute(x float64) float64 {
 // perOpOf is x per admission.
 func (r phaseResult) perOpOf(x float64) float64 { return x / float64(max(1, r.ops)) }
 
-// per1000 is x per 1,000 nodes.
-func (r phaseResult) per1000(x float64) float64 { return x / (float64(r.nodes) / 1000) }
-
 // behind reports a publication round that could not keep its schedule on
 // this machine: fewer than 90 % of the scheduled publications per second.
 func (r phaseResult) behind() bool {
