@@ -228,6 +228,12 @@ func (s *fleetSim) publishPhase(ctx context.Context, phase string) (phaseResult,
 // all the same (one lease, one entry, its own watches and re-checks).
 const lineClients = 32
 
+// queueLimit is how long queuing n nodes may take: ten times the 1,000-node
+// queue's pace on this kind of machine, and at least a minute.
+func queueLimit(n int) time.Duration {
+	return max(time.Minute, time.Duration(n)*10*time.Second/560)
+}
+
 // waitingPhase queues every node on the lock through lib/lock with the
 // daemon's own lock options (lock.FromConfig), node 0 holding, and measures
 // one interval of the line's steady state (lease keepalives, watches, the
@@ -287,7 +293,17 @@ func (s *fleetSim) waitingPhase(ctx context.Context) (phaseResult, error) {
 			}
 		}()
 	}
-	queued.Wait()
+	allQueued := make(chan struct{})
+	go func() { queued.Wait(); close(allQueued) }()
+	select {
+	case <-allQueued:
+	case <-time.After(queueLimit(s.n)):
+		// On a loaded machine waiters whose leases ran out re-queue for
+		// ever; say so rather than wait.
+		cancel()
+		done.Wait()
+		return phaseResult{}, fmt.Errorf("waiting: %d nodes were not all queued within %s on this machine", s.n, queueLimit(s.n))
+	}
 	time.Sleep(2 * time.Second) // the last watches open
 	r, err := s.measure(phaseWaiting, func() (int, int, []float64, error) {
 		ops, failures, lat := s.round(ctx, publication(phaseWaiting, time.Now()), s.interval)
