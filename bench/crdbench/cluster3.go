@@ -16,20 +16,29 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 )
 
 // etcdCluster is a 3-member etcd on loopback, as a production etcd runs,
 // for the fleet simulation (make bench-scale).
 type etcdCluster struct {
 	endpoints []string
-	pids      []int
-	cmds      []*exec.Cmd
+	// metrics are the members' plain-HTTP /metrics listeners (the client
+	// port asks for a client certificate in a TLS run).
+	metrics []string
+	pids    []int
+	cmds    []*exec.Cmd
+	// certs is set in a TLS run: https client URLs, client certificates
+	// required.
+	certs *etcdtest.Certs
 }
 
 // startCluster starts members etcd processes in dir and waits until every
-// member answers.
-func startCluster(bin, dir string, members int) (*etcdCluster, error) {
-	type urls struct{ name, client, peer string }
+// member answers. With certs the client URLs are https:// and every client
+// must present a certificate of certs.CA (peers stay plain on loopback).
+func startCluster(bin, dir string, members int, certs *etcdtest.Certs) (*etcdCluster, error) {
+	type urls struct{ name, client, peer, metrics string }
 	var ms []urls
 	var initial []string
 	for i := range members {
@@ -41,11 +50,19 @@ func startCluster(bin, dir string, members int) (*etcdCluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		u := urls{fmt.Sprintf("m%d", i), fmt.Sprintf("http://127.0.0.1:%d", cp), fmt.Sprintf("http://127.0.0.1:%d", pp)}
+		mp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		scheme := "http"
+		if certs != nil {
+			scheme = "https"
+		}
+		u := urls{fmt.Sprintf("m%d", i), fmt.Sprintf("%s://127.0.0.1:%d", scheme, cp), fmt.Sprintf("http://127.0.0.1:%d", pp), fmt.Sprintf("http://127.0.0.1:%d", mp)}
 		ms = append(ms, u)
 		initial = append(initial, u.name+"="+u.peer)
 	}
-	c := &etcdCluster{}
+	c := &etcdCluster{certs: certs}
 	for _, m := range ms {
 		md := filepath.Join(dir, m.name)
 		if err := os.MkdirAll(md, 0o700); err != nil {
@@ -57,11 +74,17 @@ func startCluster(bin, dir string, members int) (*etcdCluster, error) {
 			c.stop()
 			return nil, err
 		}
-		cmd := exec.Command(bin, "--name", m.name, "--data-dir", filepath.Join(md, "data"),
+		args := []string{"--name", m.name, "--data-dir", filepath.Join(md, "data"),
 			"--listen-client-urls", m.client, "--advertise-client-urls", m.client,
 			"--listen-peer-urls", m.peer, "--initial-advertise-peer-urls", m.peer,
+			"--listen-metrics-urls", m.metrics,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "crdbench", "--log-level", "warn")
+			"--initial-cluster-token", "crdbench", "--log-level", "warn"}
+		if certs != nil {
+			args = append(args, "--cert-file", certs.ServerCert, "--key-file", certs.ServerKey,
+				"--trusted-ca-file", certs.CA, "--client-cert-auth")
+		}
+		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = lf, lf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
@@ -73,11 +96,12 @@ func startCluster(bin, dir string, members int) (*etcdCluster, error) {
 		c.cmds = append(c.cmds, cmd)
 		c.pids = append(c.pids, cmd.Process.Pid)
 		c.endpoints = append(c.endpoints, m.client)
+		c.metrics = append(c.metrics, m.metrics)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, ep := range c.endpoints {
 		for {
-			cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+			cl, err := c.clientOf([]string{ep}, 2*time.Second)
 			if err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				_, err = cl.Status(ctx, ep)
@@ -105,7 +129,19 @@ func (c *etcdCluster) stop() {
 
 // client is a client of every member.
 func (c *etcdCluster) client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return c.clientOf(c.endpoints, 5*time.Second)
+}
+
+func (c *etcdCluster) clientOf(endpoints []string, dial time.Duration) (*clientv3.Client, error) {
+	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: dial, Logger: zap.NewNop()}
+	if c.certs != nil {
+		t, err := c.certs.ClientTLS()
+		if err != nil {
+			return nil, err
+		}
+		cc.TLS = t
+	}
+	return clientv3.New(cc)
 }
 
 // usage is the members' summed VmRSS (MiB) and CPU time (clock ticks).
@@ -136,7 +172,7 @@ func (s served) minus(o served) served {
 // scrape reads every member's /metrics.
 func (c *etcdCluster) scrape() (served, error) {
 	var sum served
-	for _, ep := range c.endpoints {
+	for _, ep := range c.metrics {
 		resp, err := http.Get(ep + "/metrics")
 		if err != nil {
 			return sum, err

@@ -27,28 +27,42 @@ grpc_server_msg_sent_total{grpc_method="Range",grpc_service="etcdserverpb.KV",gr
 	}
 }
 
-// The document renders from a run's figures, and flags a size whose
-// simulation fell behind its schedule.
+// The document renders from a run's figures, per phase and per admission,
+// and flags a row whose simulation fell behind its schedule.
 func TestScalingDoc(t *testing.T) {
-	mk := func(n int, req, sent float64) scaleResult {
-		return scaleResult{nodes: n, interval: time.Minute, took: time.Minute, publishes: n, publishPerS: float64(n) / 60,
-			latencyMS: []float64{3, 4, 5}, recordBytes: 200, etcdRSS: 300, etcdRSSBase: 250, etcdCPU: 10,
-			served: served{requests: req, sentBytes: sent}}
+	mk := func(phase string, n int, req, sent float64) phaseResult {
+		return phaseResult{phase: phase, nodes: n, interval: time.Minute, took: time.Minute, ops: n,
+			latencyMS: []float64{3, 4, 5}, etcdRSS: 300, etcdCPU: 10, served: served{requests: req, sentBytes: sent}}
 	}
-	rs := []scaleResult{mk(100, 300, 30000), mk(10000, 30000, 3000000)}
-	if rs[1].behind() || !(scaleResult{nodes: 10000, interval: time.Minute, publishPerS: 100}).behind() {
+	var rs []phaseResult
+	for _, ph := range allPhases {
+		rs = append(rs, mk(ph, 100, 300, 30000), mk(ph, 10000, 30000, 3000000))
+	}
+	hold := mk(phaseHolding, 100, 10, 20000)
+	hold.perOp, hold.ops = true, 5
+	rs = append(rs, hold)
+	if rs[1].behind() || !(phaseResult{nodes: 10000, interval: time.Minute, took: time.Minute, ops: 5000}).behind() {
 		t.Error("behind()")
 	}
-	if got := rs[0].perNodeMinute(rs[0].served.requests); got != 3 {
+	if got := rs[0].requests(); got != 3 {
 		t.Errorf("requests per node per minute %v, want 3", got)
 	}
-	doc := scalingDoc(rs, handoverCompare{small: 10, large: 1000, smallMS: []float64{2, 3}, largeMS: []float64{3, 4}, fifo: true}, []string{"a warning"})
-	for _, want := range []string{"Do not edit", "| 10000 |", "requests ×1.00, bytes read ×1.00", "Ratio of the medians", "- a warning", "auto-compaction"} {
+	if got := hold.requests(); got != 2 {
+		t.Errorf("requests per admission %v, want 2", got)
+	}
+	tlsRow := mk(phaseIdle, 10000, 30000, 3000000)
+	tlsRow.tls = true
+	run := scaleRun{plan: fullScalePlan(), phases: rs, tls: []phaseResult{tlsRow},
+		facts:    []fleetFacts{{nodes: 100, keys: 300, leases: 100, recordBytes: 290}},
+		handover: handoverCompare{small: 10, large: 1000, smallMS: []float64{2, 3}, largeMS: []float64{3, 4}, fifo: true}, warnings: []string{"a warning"}}
+	doc := scalingDoc(run)
+	for _, want := range []string{"Do not edit", "| idle | 10000 |", "| waiting in line (10000 against 100 nodes) | 1.00 | 1.00 |",
+		"## With TLS", "| idle | 10000 | yes |", "requests per admission", "Ratio of the medians", "- a warning", "auto-compaction"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/scaling.md lacks %q", want)
 		}
 	}
-	if strings.Contains(doc, "NaN") {
-		t.Error("NaN in the document")
+	if strings.Contains(doc, "NaN") || strings.Contains(doc, "read-view") {
+		t.Error("NaN or --read-view in the document")
 	}
 }

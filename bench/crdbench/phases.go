@@ -1,0 +1,452 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+)
+
+// The phases of a node whose etcd cost bench-scale measures (issue 32).
+const (
+	phaseIdle    = "idle"
+	phaseClosed  = "needs a reboot, window closed"
+	phaseBlocked = "blocked before the lock"
+	phaseWaiting = "waiting in line"
+	phasePost    = "post-reboot"
+	phaseHolding = "holding: the admission"
+)
+
+// phaseResult is one phase of one simulated fleet, measured over one
+// interval (or, for the admission, over a few admissions).
+type phaseResult struct {
+	phase     string
+	nodes     int
+	tls       bool
+	interval  time.Duration
+	ops       int // publications, or admissions
+	failures  int
+	latencyMS []float64
+	took      time.Duration
+	served    served
+	etcdCPU   float64 // % of one CPU, all members
+	etcdRSS   float64 // MiB, all members, after the phase
+	// perOp: the figures are per admission (one node holds at a time),
+	// not per node and minute.
+	perOp bool
+}
+
+// perNodeMinute is x per node and minute of the measured interval.
+func (r phaseResult) perNodeMinute(x float64) float64 {
+	return x / float64(r.nodes) / r.took.Minutes()
+}
+
+// perOpOf is x per admission.
+func (r phaseResult) perOpOf(x float64) float64 { return x / float64(max(1, r.ops)) }
+
+// behind reports a publication round that could not keep its schedule on
+// this machine: fewer than 90 % of the scheduled publications per second.
+func (r phaseResult) behind() bool {
+	return !r.perOp && float64(r.ops)/r.took.Seconds() < 0.9*float64(r.nodes)/r.interval.Seconds()
+}
+
+// fleetFacts are what etcd held for a fleet of one size.
+type fleetFacts struct {
+	nodes               int
+	keys                int64
+	leases              int
+	dbBytes             int64
+	recordBytes         int
+	etcdRSS, etcdRSSBas float64
+}
+
+// fleetSim is n simulated nodes, each with its own configuration, that
+// publish through the real `crd-lock step publish` code.
+type fleetSim struct {
+	b        *bench
+	c        *clientv3.Client
+	n        int
+	interval time.Duration
+	ns       string
+	cfgs     [][]byte
+	first    config.Config
+	tls      bool
+	// lastErr is the first failed publication's error of the last round.
+	lastErr string
+}
+
+func (b *bench) newFleetSim(c *clientv3.Client, n int, interval time.Duration, tls bool) (*fleetSim, error) {
+	s := &fleetSim{b: b, c: c, n: n, interval: interval, tls: tls, ns: fmt.Sprintf("/bench/scale-%d/", n)}
+	if tls {
+		s.ns = fmt.Sprintf("/bench/scale-tls-%d/", n)
+	}
+	for i := range n {
+		cfg := config.Default()
+		cfg.NodeName = fmt.Sprintf("node-%05d", i)
+		cfg.EtcdEndpoints = b.endpoints()
+		cfg.LockKey = s.ns + "lock"
+		cfg.HealthPublishIntervalSec = int(interval / time.Second)
+		cfg.RunDir = filepath.Join(b.work, "scale", filepath.Base(s.ns), cfg.NodeName)
+		cfg.StateDir = cfg.RunDir
+		if certs := b.cluster.certs; certs != nil {
+			cfg.EtcdTLS = config.TLS{Enabled: true, CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey}
+		}
+		if i == 0 {
+			s.first = cfg
+		}
+		y, err := driver.MarshalConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.cfgs = append(s.cfgs, y)
+	}
+	return s, nil
+}
+
+// publication is what the daemon publishes every interval in a phase.
+func publication(phase string, now time.Time) driver.PublishArgs {
+	since := now.Add(-time.Hour)
+	switch phase {
+	case phaseClosed:
+		// The window is closed: no pre-lock check runs, so no summary.
+		return driver.PublishArgs{State: policy.StateBlocked, RebootRequired: true, LastCheck: now, RequiredSince: since,
+			Detail: "outside_window: the maintenance window is closed", BlockedSince: since, BlockedReason: "outside_window"}
+	case phaseBlocked:
+		// The health script or a policy says no: the pre-lock checks read
+		// the summary once per interval.
+		return driver.PublishArgs{State: policy.StateBlocked, RebootRequired: true, LastCheck: now, RequiredSince: since, ReadSummary: true,
+			Detail: "health_blocked: health_script exited 1", BlockedSince: since, BlockedReason: "health_blocked"}
+	case phaseWaiting:
+		return driver.PublishArgs{State: policy.StateWaiting, RebootRequired: true, LastCheck: now, RequiredSince: since}
+	case phasePost:
+		// Back from the reboot: the post-reboot gate reads the summary.
+		return driver.PublishArgs{State: policy.StatePostReboot, LastCheck: now, ReadSummary: true}
+	}
+	return driver.PublishArgs{State: policy.StateIdle, LastCheck: now}
+}
+
+// inFlight bounds the publications running at once: on a loaded machine
+// an unbounded simulation piles up clients until they all time out; bounded,
+// it falls behind its schedule instead, and says so (phaseResult.behind).
+const inFlight = 64
+
+// round has every node publish once, spread evenly over span, and returns
+// the publications, failures and latencies. The first failure's error is
+// kept in s.lastErr.
+func (s *fleetSim) round(ctx context.Context, args driver.PublishArgs, span time.Duration) (ops, failures int, latencyMS []float64) {
+	argv := append([]string{driver.StepPublish}, args.Args()...)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, inFlight)
+	start := time.Now()
+	for i := range s.n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * span / time.Duration(s.n))))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var errOut bytes.Buffer
+			t0 := time.Now()
+			err := cluster.RunStep(ctx, argv, bytes.NewReader(s.cfgs[i]), io.Discard, &errOut)
+			d := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			ops++
+			if err != nil {
+				if failures == 0 {
+					s.lastErr = fmt.Sprintf("%v (%s)", err, lastLine(errOut.String()))
+				}
+				failures++
+				return
+			}
+			latencyMS = append(latencyMS, ms(d))
+		}()
+	}
+	time.Sleep(time.Until(start.Add(span)))
+	wg.Wait()
+	return ops, failures, latencyMS
+}
+
+// lastLine is the last non-empty line of a step's stderr.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// measure runs f and records what etcd served, its CPU and its memory.
+func (s *fleetSim) measure(phase string, f func() (ops, failures int, latencyMS []float64, err error)) (phaseResult, error) {
+	r := phaseResult{phase: phase, nodes: s.n, tls: s.tls, interval: s.interval}
+	_, cpu0 := s.b.cluster.usage()
+	s0, err := s.b.cluster.scrape()
+	if err != nil {
+		return r, err
+	}
+	t0 := time.Now()
+	r.ops, r.failures, r.latencyMS, err = f()
+	if err != nil {
+		return r, err
+	}
+	r.took = time.Since(t0)
+	s1, err := s.b.cluster.scrape()
+	if err != nil {
+		return r, err
+	}
+	r.served = s1.minus(s0)
+	var cpu1 int64
+	r.etcdRSS, cpu1 = s.b.cluster.usage()
+	r.etcdCPU = float64(cpu1-cpu0) / clkTck() / r.took.Seconds() * 100
+	return r, nil
+}
+
+// publishPhase measures one interval of every node publishing as in phase.
+func (s *fleetSim) publishPhase(ctx context.Context, phase string) (phaseResult, error) {
+	args := publication(phase, time.Now())
+	return s.measure(phase, func() (int, int, []float64, error) {
+		ops, failures, lat := s.round(ctx, args, s.interval)
+		return ops, failures, lat, nil
+	})
+}
+
+// lineClients is how many etcd clients the waiting nodes share: a real
+// node's cycle child has a connection of its own, which this machine
+// could not hold 10,000 times over; requests and watches are per node
+// all the same (one lease, one entry, its own watches and re-checks).
+const lineClients = 32
+
+// queueLimit is how long queuing n nodes may take: ten times the 1,000-node
+// queue's pace on this kind of machine, and at least a minute.
+func queueLimit(n int) time.Duration {
+	return max(time.Minute, time.Duration(n)*10*time.Second/560)
+}
+
+// waitingPhase queues every node on the lock through lib/lock with the
+// daemon's own lock options (lock.FromConfig), node 0 holding, and measures
+// one interval of the line's steady state (lease keepalives, watches, the
+// re-checks every lock.Recheck) together with each node's publication of
+// its waiting state.
+func (s *fleetSim) waitingPhase(ctx context.Context) (phaseResult, error) {
+	var cs []*clientv3.Client
+	for range lineClients {
+		c, err := s.b.cluster.client()
+		if err != nil {
+			return phaseResult{}, err
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := func(i int) lock.Options {
+		cfg := s.first
+		cfg.NodeName = fmt.Sprintf("node-%05d", i)
+		o := lock.FromConfig(cfg, fmt.Sprintf("bench-boot-%05d", i), "")
+		o.Purpose = "reboot"
+		return o
+	}
+	holder, err := lock.Acquire(lctx, cs[0], opts(0))
+	if err != nil {
+		return phaseResult{}, fmt.Errorf("waiting: node 0: %w", err)
+	}
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer rcancel()
+		_ = holder.Release(rctx)
+	}()
+	var queued, done sync.WaitGroup
+	var errMu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 16)
+	for i := 1; i < s.n; i++ {
+		queued.Add(1)
+		done.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer done.Done()
+			var once sync.Once
+			signal := func() { once.Do(func() { <-sem; queued.Done() }) }
+			defer signal()
+			o := opts(i)
+			o.OnQueued = func(int) { signal() }
+			h, err := lock.Acquire(lctx, cs[i%lineClients], o)
+			if err == nil {
+				errMu.Lock()
+				firstErr = fmt.Errorf("waiting: node %d acquired the lock while node 0 held it", i)
+				errMu.Unlock()
+				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer rcancel()
+				_ = h.Release(rctx)
+			}
+		}()
+	}
+	allQueued := make(chan struct{})
+	go func() { queued.Wait(); close(allQueued) }()
+	select {
+	case <-allQueued:
+	case <-time.After(queueLimit(s.n)):
+		// On a loaded machine waiters whose leases ran out re-queue for
+		// ever; say so rather than wait.
+		cancel()
+		done.Wait()
+		return phaseResult{}, fmt.Errorf("waiting: %d nodes were not all queued within %s on this machine", s.n, queueLimit(s.n))
+	}
+	time.Sleep(2 * time.Second) // the last watches open
+	r, err := s.measure(phaseWaiting, func() (int, int, []float64, error) {
+		ops, failures, lat := s.round(ctx, publication(phaseWaiting, time.Now()), s.interval)
+		return ops, failures, lat, nil
+	})
+	cancel()
+	done.Wait()
+	if firstErr != nil {
+		return r, firstErr
+	}
+	return r, err
+}
+
+// holdingPhase measures the admission under the lock (lib/slot: Count,
+// Decide, the slot's take) of one node holding the lock seat, with the
+// whole fleet's records in etcd: runs admissions one after another, each
+// slot freed (its leases revoked) before the next.
+func (s *fleetSim) holdingPhase(ctx context.Context, runs int) (phaseResult, error) {
+	c, err := s.b.cluster.client()
+	if err != nil {
+		return phaseResult{}, err
+	}
+	defer c.Close()
+	// node 0's record was published from this machine: the admission is
+	// its own, with this machine's ids.
+	bootID, err := reboot.BootID("/")
+	if err != nil {
+		return phaseResult{}, err
+	}
+	machineID := reboot.MachineID("/")
+	cfg := s.first
+	o := lock.FromConfig(cfg, bootID, machineID)
+	o.Purpose = "reboot"
+	seat, err := lock.Acquire(ctx, c, o)
+	if err != nil {
+		return phaseResult{}, fmt.Errorf("holding: %w", err)
+	}
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer rcancel()
+		_ = seat.Release(rctx)
+	}()
+	fleet := slot.FromConfig(c, cfg, bootID, machineID, slot.ViaDaemon)
+	r, err := s.measure(phaseHolding, func() (int, int, []float64, error) {
+		var lat []float64
+		failures := 0
+		for range runs {
+			a := slot.Admission{Fleet: fleet, Seat: seat}
+			t0 := time.Now()
+			out, err := a.Admit(ctx)
+			d := time.Since(t0)
+			if err != nil || out.Held == nil {
+				failures++
+				s.b.warnf("holding, %d nodes: the admission took no slot: %v", s.n, err)
+				continue
+			}
+			lat = append(lat, ms(d))
+			l := out.Held.Leases
+			for _, id := range []clientv3.LeaseID{l.Slot, l.Inflight, l.Start, l.Paced, l.Failure} {
+				if id != 0 {
+					_, _ = c.Revoke(ctx, id)
+				}
+			}
+		}
+		return runs, failures, lat, nil
+	})
+	r.perOp = true
+	return r, err
+}
+
+// facts reads what etcd holds for the fleet.
+func (s *fleetSim) facts(ctx context.Context, rssBase float64) fleetFacts {
+	f := fleetFacts{nodes: s.n, etcdRSSBas: rssBase}
+	c := s.c
+	if r, err := c.Get(ctx, s.ns, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+		f.keys = r.Count
+	}
+	if r, err := c.Get(ctx, slot.RecordKey(s.ns, "node-00000")); err == nil && len(r.Kvs) > 0 {
+		f.recordBytes = len(r.Kvs[0].Key) + len(r.Kvs[0].Value)
+	}
+	if r, err := c.Leases(ctx); err == nil {
+		f.leases = len(r.Leases)
+	}
+	if st, err := c.Status(ctx, s.b.cluster.endpoints[0]); err == nil {
+		f.dbBytes = st.DbSize
+	}
+	f.etcdRSS, _ = s.b.cluster.usage()
+	return f
+}
+
+// simulate runs one fleet size through phases: a first round (spread over
+// a third of the interval) grants the publish leases, then each phase is
+// measured over one interval. The admission runs last, with every record
+// in etcd; the fleet is removed at the end.
+func (b *bench) simulate(ctx context.Context, c *clientv3.Client, n int, interval time.Duration, phases []string, admissions int, rssBase float64) ([]phaseResult, fleetFacts, error) {
+	s, err := b.newFleetSim(c, n, interval, b.cluster.certs != nil)
+	if err != nil {
+		return nil, fleetFacts{}, err
+	}
+	s.round(ctx, publication(phaseIdle, time.Now()), interval/3)
+	var out []phaseResult
+	var facts fleetFacts
+	for _, p := range phases {
+		var r phaseResult
+		switch p {
+		case phaseWaiting:
+			r, err = s.waitingPhase(ctx)
+		case phaseHolding:
+			r, err = s.holdingPhase(ctx, admissions)
+		default:
+			r, err = s.publishPhase(ctx, p)
+		}
+		if err != nil {
+			return out, facts, fmt.Errorf("%d nodes, %s: %w", n, p, err)
+		}
+		if p == phaseIdle {
+			facts = s.facts(ctx, rssBase)
+		}
+		b.printPhase(r)
+		if r.failures > 0 && !r.perOp {
+			b.warnf("%d nodes, %s: %d of %d publications failed, the first with: %s", n, p, r.failures, r.ops, s.lastErr)
+		}
+		if r.behind() {
+			b.warnf("%d nodes, %s: %.1f publications/s against %.1f scheduled: this machine could not keep the schedule (per publication the figures hold; etcd's CPU is that of the rate reached)",
+				n, p, float64(r.ops)/r.took.Seconds(), float64(n)/interval.Seconds())
+		}
+		out = append(out, r)
+	}
+	return out, facts, clearFleet(ctx, c, s.ns)
+}
+
+func (b *bench) printPhase(r phaseResult) {
+	tls := ""
+	if r.tls {
+		tls = " (TLS)"
+	}
+	if r.perOp {
+		fmt.Printf("%5d nodes%s, %s: %d admissions (%d failed); per admission %s requests, %s sent; p50 %s ms p95 %s ms; etcd %.1f MiB\n",
+			r.nodes, tls, r.phase, r.ops, r.failures, num(r.perOpOf(r.served.requests)), size(r.perOpOf(r.served.sentBytes)),
+			num(median(r.latencyMS)), num(p95(r.latencyMS)), r.etcdRSS)
+		return
+	}
+	fmt.Printf("%5d nodes%s, %s: %d publications (%d failed) in %s; per node and minute %s requests, %s sent; etcd sent %s; p50 %s ms p95 %s ms; etcd %.1f MiB, %.1f %% CPU\n",
+		r.nodes, tls, r.phase, r.ops, r.failures, r.took.Round(time.Second), num(r.perNodeMinute(r.served.requests)), size(r.perNodeMinute(r.served.sentBytes)),
+		bandwidth(r.served.sentBytes/r.took.Seconds()), num(median(r.latencyMS)), num(p95(r.latencyMS)), r.etcdRSS, r.etcdCPU)
+}
