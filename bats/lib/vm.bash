@@ -332,8 +332,15 @@ _vm_provision_one() {
 # clock runs slow: reboots take minutes, not seconds, and a crd-lock child
 # (a TLS handshake per etcd member) can take ten seconds and more to answer
 # when the host is busy, so the health record's lease (3 x 15 s) and the
-# dial timeout (20 s) leave room.
+# dial timeout (20 s) leave room. The health script asks each etcd member in
+# turn (curl, a TLS handshake each, up to HC_TIMEOUT 8 s): health_timeout_sec
+# is 20 s per member (one healthy run for three members took 24 s in a VM at
+# a host load of 22), and lock_ttl_sec 10 s more (it must outlive the
+# under-lock health check): 20 and 30 for the smoke test's one member, 60
+# and 70 for a fleet's three.
 _vm_config() {
+	local members
+	members=$(awk -F, '{ print NF }' <<<"$VM_ETCD_ENDPOINTS")
 	cat <<-EOF
 		# make e2e-vm: node $1 against the test's etcd (TLS, client certificates).
 		node_name: "$1"
@@ -341,13 +348,13 @@ _vm_config() {
 		  - type: auto
 		  - type: kernel
 		health_script: /etc/clusterrebootd/health-check.sh
-		health_timeout_sec: 20
+		health_timeout_sec: $((20 * members))
 		health_publish_interval_sec: 15
 		check_interval_sec: 5
 		backoff_min_sec: 2
 		backoff_max_sec: 10
 		lock_key: "$VM_PREFIX/lock"
-		lock_ttl_sec: 30
+		lock_ttl_sec: $((20 * members + 10))
 		etcd_endpoints: [$(echo "$VM_ETCD_ENDPOINTS" | sed 's/[^,]*/"&"/g; s/,/, /g')]
 		etcd_tls:
 		  enabled: true
