@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // handoverNode writes a configuration for one node of a handover trial: a
@@ -98,9 +103,14 @@ func readStamp(path string) (int64, bool) {
 // waits on a watch for the slot. The slot is then deleted the way
 // `crd-lock step complete` deletes it, and the latency is the time from just
 // before that delete to B's reboot command starting.
-func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i int) (time.Duration, error) {
-	dir := filepath.Join(b.work, "handover", strconv.Itoa(i))
-	ns := fmt.Sprintf("/bench/handover/%d/", i)
+//
+// line is how many others stand in line behind B, each with a lock entry
+// and a health record of its own: B's admission under the lock reads them
+// all (lib/slot Count), so the trial shows what a long line costs the
+// handover. The line is filled once B waits, so that it stands behind B.
+func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i, line int) (time.Duration, error) {
+	dir := filepath.Join(b.work, "handover", fmt.Sprintf("%d-%d", line, i))
+	ns := fmt.Sprintf("/bench/handover/%d-%d/", line, i)
 	lockKey := ns + "lock"
 	cfgA, stampA, err := b.handoverNode(dir, "a", lockKey)
 	if err != nil {
@@ -130,6 +140,13 @@ func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i int) (t
 	if !waitFor(20*time.Second, waiting) {
 		return 0, fmt.Errorf("handover %d: node b never waited for the slot; see %s/b.log", i, dir)
 	}
+	if line > 0 {
+		lease, err := fillLine(ctx, c, ns, lockKey, line)
+		if err != nil {
+			return 0, fmt.Errorf("handover %d: filling the line of %d: %w", i, line, err)
+		}
+		defer func() { _, _ = c.Revoke(context.Background(), lease) }()
+	}
 	// Give b time to open its watch after logging.
 	time.Sleep(250 * time.Millisecond)
 	if _, ok := readStamp(stampB); ok {
@@ -152,4 +169,40 @@ func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i int) (t
 	}
 	t1, _ := readStamp(stampB)
 	return time.Duration(t1 - t0.UnixNano()), nil
+}
+
+// fillLine puts n waiters behind the lock's present entries: a lock entry
+// each (created after B's, so behind it) and a health record each, as the
+// waiting nodes of a fleet publish them, all on one lease the caller revokes.
+func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, n int) (clientv3.LeaseID, error) {
+	lease, err := c.Grant(ctx, 600)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now().UTC()
+	var ops []clientv3.Op
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err := c.Txn(ctx).Then(ops...).Commit()
+		ops = ops[:0]
+		return err
+	}
+	for w := range n {
+		node := fmt.Sprintf("waiter-%05d", w)
+		ann, _ := json.Marshal(lock.Annotation{Node: node, PID: 1, BootID: "boot-" + node, MachineID: "machine-" + node,
+			Purpose: "reboot", MaxHolders: 1, QueuedAt: now, V: lock.ProtocolVersion})
+		rec, _ := json.Marshal(policy.NodeRecord{Node: node, State: policy.StateWaiting, RebootRequired: true, LastCheck: now,
+			Lock: lockKey, BootID: "boot-" + node, MachineID: "machine-" + node, NeedsRebootSince: &now})
+		ops = append(ops,
+			clientv3.OpPut(fmt.Sprintf("%s/%x", lockKey, 0x7000000000000000+int64(w)), string(ann), clientv3.WithLease(lease.ID)),
+			clientv3.OpPut(slot.RecordKey(ns, node), string(rec), clientv3.WithLease(lease.ID)))
+		if len(ops) >= 100 { // etcd's default --max-txn-ops is 128
+			if err := flush(); err != nil {
+				return lease.ID, err
+			}
+		}
+	}
+	return lease.ID, flush()
 }

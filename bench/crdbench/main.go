@@ -24,7 +24,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // bench is one run's environment.
@@ -139,6 +139,8 @@ type plan struct {
 	toolRuns   int
 	queueNodes int
 	queueRuns  int
+	// lineTrials handovers each with lineShort and lineLong others in line.
+	lineTrials, lineShort, lineLong int
 }
 
 func fullPlan() plan {
@@ -146,6 +148,7 @@ func fullPlan() plan {
 		idle: idlePlan{rssMark: 60 * time.Second, cpuStart: 10 * time.Second, cpuWindow: 120 * time.Second,
 			counts: map[string]int{kindDaemon: 5, kindFloor: 5, kindNoTrim: 3, kindMetrics: 3, kindTextfile: 3, kindSlowPub: 3}},
 		handovers: 15, toolRuns: 100, queueNodes: 1000, queueRuns: 5,
+		lineTrials: 7, lineShort: 10, lineLong: 1000,
 	}
 }
 
@@ -154,6 +157,7 @@ func quickPlan() plan {
 		idle: idlePlan{rssMark: 2 * time.Second, cpuStart: time.Second, cpuWindow: 3 * time.Second,
 			counts: map[string]int{kindDaemon: 1, kindFloor: 1, kindNoTrim: 1, kindMetrics: 1, kindTextfile: 1, kindSlowPub: 1}},
 		handovers: 1, toolRuns: 1, queueNodes: 20, queueRuns: 1,
+		lineTrials: 1, lineShort: 10, lineLong: 100,
 	}
 }
 
@@ -182,12 +186,28 @@ func (b *bench) run(ctx context.Context, doc string) error {
 	defer c.Close()
 	var handovers []float64
 	for i := range p.handovers {
-		d, err := b.handoverTrial(ctx, c, i)
+		d, err := b.handoverTrial(ctx, c, i, 0)
 		if err != nil {
 			return err
 		}
 		handovers = append(handovers, ms(d))
 		fmt.Fprintf(os.Stderr, "crdbench: handover %d: %.1f ms\n", i, ms(d))
+	}
+	// Alternating, so that a drift of the machine's load affects both.
+	var lineShort, lineLong []float64
+	for i := range p.lineTrials {
+		for _, n := range []int{p.lineShort, p.lineLong} {
+			d, err := b.handoverTrial(ctx, c, i, n)
+			if err != nil {
+				return err
+			}
+			if n == p.lineShort {
+				lineShort = append(lineShort, ms(d))
+			} else {
+				lineLong = append(lineLong, ms(d))
+			}
+			fmt.Fprintf(os.Stderr, "crdbench: handover %d with %d in line: %.1f ms\n", i, n, ms(d))
+		}
 	}
 	tools, err := b.toolRows(p.toolRuns)
 	if err != nil {
@@ -232,6 +252,9 @@ func (b *bench) run(ctx context.Context, doc string) error {
 	active := []row{
 		{Key: "handover", Figure: "handover: slot released → next node's reboot_command (real daemons)", Unit: "ms", Samples: handovers,
 			Target: "≤ 100", Pass: func(m float64) bool { return m <= 100 }, Peer: "lib/lock release → next holder", PeerSamples: lockHandovers},
+		{Key: "handover_line", Figure: fmt.Sprintf("  the same with %d others in line behind it", p.lineLong), Unit: "ms", Samples: lineLong,
+			Target: fmt.Sprintf("≤ 2 × with %d", p.lineShort), Pass: func(m float64) bool { return m <= 2*median(lineShort) },
+			Peer: fmt.Sprintf("%d in line", p.lineShort), PeerSamples: lineShort},
 	}
 	active = append(active, tools...)
 	active = append(active,
