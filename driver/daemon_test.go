@@ -18,7 +18,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 func TestLimiter(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // When the metrics child fails (a port in use), the daemon logs the child's

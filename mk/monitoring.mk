@@ -2,7 +2,7 @@
 #
 #   make monitoring-check   promtool check rules + promtool test rules on packaging/monitoring
 #   make test-monitoring    the alert gate, silences and notifications against a real
-#                           Prometheus and Alertmanager (lib/monitortest starts them
+#                           Prometheus and Alertmanager (lib/testonly/monitortest starts them
 #                           on free loopback ports, data in the test's temp dir)
 #
 # Debian 12's `prometheus` package (2.42) ships promtool; `prometheus-alertmanager`
@@ -45,7 +45,7 @@ monitoring-debian: promtool-debian
 
 # Packages whose tests need the real servers; each skips them without
 # CRD_TEST_MONITORING=1 when the binaries are missing (plain `make unit`).
-MONITORING_TEST_PKGS := ./lib/monitortest/... ./lib/silence/... ./driver/cluster/ ./lib/alertgate/...
+MONITORING_TEST_PKGS := ./lib/testonly/monitortest/... ./lib/silence/... ./driver/cluster/ ./lib/alertgate/...
 
 test-monitoring: monitoring-debian
 	CRD_TEST_MONITORING=1 $(GO) test -count=1 $(MONITORING_TEST_PKGS)

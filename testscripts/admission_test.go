@@ -18,11 +18,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
-	"github.com/clusterrebootd/clusterrebootd/lib/buildtest"
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/fleetlock"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/buildtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // The entry points into a reboot (docs/rollout.md): each takes its slot

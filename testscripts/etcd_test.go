@@ -16,7 +16,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // LockCmds are the custom testscript commands of the crd-lock scripts:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // TestFleetLockScripts runs testscripts/fleetlock/*.txtar: `crd-lock serve

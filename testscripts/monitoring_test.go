@@ -5,7 +5,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/monitortest"
 )
 
 // monitoringCondition answers [alertmanager]: Debian's Alertmanager is
@@ -20,7 +20,7 @@ func monitoringCondition(cond string) (ok, handled bool) {
 }
 
 // CmdAlertmanagerStart implements alertmanager-start: Debian's real
-// Alertmanager (lib/monitortest) on a free loopback port, stopped when the
+// Alertmanager (lib/testonly/monitortest) on a free loopback port, stopped when the
 // script ends; $AM_URL is its base URL. Scripts start with
 // "[!alertmanager] skip".
 func CmdAlertmanagerStart(ts *testscript.TestScript, neg bool, args []string) {

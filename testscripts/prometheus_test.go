@@ -12,7 +12,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/monitortest"
 )
 
 // monitoring is one script's servers.

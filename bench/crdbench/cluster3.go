@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // etcdCluster is a 3-member etcd on loopback, as a production etcd runs,

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // clearFleet removes a simulated fleet (its keys and every lease) and

@@ -17,11 +17,11 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 func publishArgs(state string) []string {

@@ -17,7 +17,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // assertFree fails unless nobody holds or waits for n's lock.

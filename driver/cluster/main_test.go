@@ -15,9 +15,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // embedded is the etcd server the tests share; each test works under its

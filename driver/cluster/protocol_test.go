@@ -11,7 +11,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // The protocol's assumptions (docs/cluster-protocol.md, "Why never more than

@@ -10,7 +10,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // machineRoot is a file system root with two kernels installed and an

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // TestRealEtcdServer runs publish, a real-mode cycle, complete and a cycle

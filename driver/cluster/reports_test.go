@@ -15,7 +15,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // The tests of this file check that what a cycle reports is what happened.

@@ -14,10 +14,10 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/monitortest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // silenced configures n's silences on the Alertmanagers at urls.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
-	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/matcher"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/monitortest"
 )
 
 // testRules fires CrdTestDown while the target's crd_test_down gauge is

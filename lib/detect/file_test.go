@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 func TestFileDetector(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // The kernel detector against the file lists of real kernel packages in

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 func TestKernelDetector(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 func TestResolve(t *testing.T) {

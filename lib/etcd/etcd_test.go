@@ -14,8 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // servers are the etcd servers a test runs against: always an embedded one,

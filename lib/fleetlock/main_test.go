@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // embedded is the etcd server the tests share (each test uses its own namespace).

@@ -18,7 +18,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // setup starts a FleetLock server for lock <ns>lock (max_holders 1 unless

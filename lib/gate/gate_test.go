@@ -13,7 +13,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 func testContext() Context {

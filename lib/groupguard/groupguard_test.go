@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // The test binary is also the guardian: Start runs it with this argument.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // An evicted waiter stops with ErrEvicted (exit 4) at once instead of

@@ -15,9 +15,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/etcd/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // The scenarios below run against a real etcd server process: the binary

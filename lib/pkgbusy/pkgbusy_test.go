@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // The child processes of these tests are this test binary run again:

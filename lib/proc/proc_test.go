@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 var shEnv = []string{"PATH=/usr/bin:/bin"}

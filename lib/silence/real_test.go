@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/monitortest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/monitortest"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
 )

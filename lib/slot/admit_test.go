@@ -15,7 +15,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // rig is one test's namespace and the nodes in it.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
-	"github.com/clusterrebootd/clusterrebootd/lib/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 func TestParse(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/buildtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/buildtest"
 )
 
 // A released binary must not contain the clock skew: not the code, not even

@@ -16,7 +16,7 @@ import (
 // and no init() whose effect depends on the order of import paths
 // (docs/decisions.md). bats/build.bats checks the built binaries.
 func TestGoDefaults(t *testing.T) {
-	root := "../.."
+	root := "../../.."
 	rules := []struct {
 		name    string
 		applies func(path string) bool
@@ -79,7 +79,7 @@ func walkProduct(root string, fn func(path, rel string) error) error {
 // daemon in driver/) → lib. No package under lib/ imports driver/ or cmd/.
 func TestLibImportsNoProgram(t *testing.T) {
 	const module = "github.com/clusterrebootd/clusterrebootd/"
-	checked := productImports(t, "../..", "lib", func(rel, p string) {
+	checked := productImports(t, "../../..", "lib", func(rel, p string) {
 		if strings.HasPrefix(p, module+"driver") || strings.HasPrefix(p, module+"cmd/") {
 			t.Errorf("%s imports %s: a library must not import a program (move the code down, or the caller up)", rel, p)
 		}
@@ -117,22 +117,21 @@ func productImports(t *testing.T, root, under string, fn func(rel, imp string)) 
 	return checked
 }
 
-// testOnly are the test-support packages: lib/testsupport links testing
-// and the etcd client, lib/monitortest starts Prometheus and Alertmanager.
-// No file built into the product (anything but a _test.go file) imports
-// them, except their own.
-var testOnly = []string{"lib/testsupport", "lib/monitortest"}
+// testOnly holds the test-support packages: lib/testonly/testsupport links
+// testing and the etcd client, etcdtest starts an embedded etcd,
+// monitortest Prometheus and Alertmanager, buildtest runs `go build`. No
+// file built into the product (anything but a _test.go file) imports them,
+// except their own and the benchmarks' (bench/, never shipped).
+const testOnly = "lib/testonly/"
 
 func TestTestOnlyPackagesStayInTests(t *testing.T) {
 	const module = "github.com/clusterrebootd/clusterrebootd/"
-	checked := productImports(t, "../..", ".", func(rel, p string) {
-		for _, only := range testOnly {
-			if p == module+only && !strings.HasPrefix(rel, only+"/") {
-				t.Errorf("%s imports %s, a test-support package: only _test.go files may", rel, p)
-			}
+	checked := productImports(t, "../../..", ".", func(rel, p string) {
+		if strings.HasPrefix(p, module+testOnly) && !strings.HasPrefix(rel, testOnly) && !strings.HasPrefix(rel, "bench/") {
+			t.Errorf("%s imports %s, a test-support package: only _test.go files (and bench/) may", rel, p)
 		}
 	})
 	if checked < 100 {
-		t.Fatalf("checked only %d files: is the test run from lib/buildtest?", checked)
+		t.Fatalf("checked only %d files: is the test run from lib/testonly/buildtest?", checked)
 	}
 }

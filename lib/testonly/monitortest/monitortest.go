@@ -3,7 +3,7 @@
 // prometheus and prometheus-alertmanager, each on a free loopback port with
 // its data in the test's temporary directory, stopped when the test ends.
 //
-// Tests only: no program imports it (lib/buildtest). The binaries are
+// Tests only: no program imports it (lib/testonly/buildtest). The binaries are
 // $CRD_TEST_PROMETHEUS and $CRD_TEST_ALERTMANAGER, by default
 // /usr/bin/prometheus and /usr/bin/prometheus-alertmanager (installed by
 // `make test-monitoring`, mk/monitoring.mk). A missing binary skips the test,

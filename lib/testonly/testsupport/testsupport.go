@@ -3,10 +3,10 @@
 // that closes with the test, a poll for a condition, a check that a process
 // is gone and a fake filesystem root.
 //
-// Only _test.go files import it (lib/buildtest checks): it imports testing
+// Only _test.go files import it (lib/testonly/buildtest checks): it imports testing
 // and the etcd client, which the product's binaries must not link for it.
 // The embedded etcd server that such tests share is started by
-// etcdtest.RunMain (lib/etcd/etcdtest), which the benchmarks use too.
+// etcdtest.RunMain (lib/testonly/etcdtest), which the benchmarks use too.
 package testsupport
 
 import (
