@@ -29,7 +29,7 @@ import (
 const MetricsFile = "metrics.prom"
 
 // Systemd is the channel to systemd: sd_notify (lib/sdnotify), not the
-// chat notifications of lib/notifyevents.
+// chat notifications of lib/notifications.
 type Systemd interface {
 	Ready(status string) error
 	Status(status string) error

@@ -199,22 +199,22 @@ func cancelWhenExists(path string, cancel context.CancelFunc) {
 	}
 }
 
-type fakeNotifier struct {
+type fakeSystemd struct {
 	mu    sync.Mutex
 	lines []string
 }
 
-func (f *fakeNotifier) add(s string) error {
+func (f *fakeSystemd) add(s string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lines = append(f.lines, s)
 	return nil
 }
-func (f *fakeNotifier) Ready(s string) error    { return f.add("READY " + s) }
-func (f *fakeNotifier) Status(s string) error   { return f.add("STATUS " + s) }
-func (f *fakeNotifier) Watchdog() error         { return f.add("WATCHDOG") }
-func (f *fakeNotifier) Stopping(s string) error { return f.add("STOPPING " + s) }
-func (f *fakeNotifier) all() string {
+func (f *fakeSystemd) Ready(s string) error    { return f.add("READY " + s) }
+func (f *fakeSystemd) Status(s string) error   { return f.add("STATUS " + s) }
+func (f *fakeSystemd) Watchdog() error         { return f.add("WATCHDOG") }
+func (f *fakeSystemd) Stopping(s string) error { return f.add("STOPPING " + s) }
+func (f *fakeSystemd) all() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return strings.Join(f.lines, "\n")
@@ -233,7 +233,7 @@ func TestDaemon(t *testing.T) {
 	m := NewMetrics("test")
 	drv := New(cfg, w.deps(), log, m, nil)
 	reload := make(chan struct{}, 1)
-	n := &fakeNotifier{}
+	n := &fakeSystemd{}
 	loads := 0
 	d := &Daemon{Driver: drv, Log: log, Systemd: n, WatchdogEvery: 10 * time.Millisecond, Reload: reload, Metrics: m,
 		LoadConfig: func() (config.Config, error) {

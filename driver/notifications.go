@@ -8,7 +8,7 @@ import (
 )
 
 // NotificationDelivery is one notification to one destination, as a step
-// reports it (lib/notifyevents.Delivery in JSON; this package links no
+// reports it (lib/notifications.Delivery in JSON; this package links no
 // network code).
 type NotificationDelivery struct {
 	Event string `json:"event"`

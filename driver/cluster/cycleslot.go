@@ -8,7 +8,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
@@ -151,7 +151,7 @@ func (c *cycleRun) prepareSlot(_ context.Context, l slot.Leases) error {
 // halt, so it alone sends it.
 func (c *cycleRun) notifyHalted(v slot.Verdict) {
 	c.log.Error(v.Reason, "event", "rollout_halted", "reason", driver.ReasonHalted, "failures", len(v.Failures))
-	c.notify(notifyevents.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: v.Reason})
+	c.notify(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: v.Reason})
 }
 
 // renewSlot gives the slot its whole TTL again just before the reboot

@@ -10,7 +10,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
@@ -37,10 +37,10 @@ func (s *session) notifier() *slotnotify.Sender {
 
 // notify queues f when the event is configured; it never waits for a
 // destination.
-func (s *session) notify(f notifyevents.Fields) { s.notifier().Send(f) }
+func (s *session) notify(f notifications.Fields) { s.notifier().Send(f) }
 
 // notifyOnce sends f only if no node sent it before (slotnotify.Sender.Once).
-func (s *session) notifyOnce(ctx context.Context, id string, f notifyevents.Fields) {
+func (s *session) notifyOnce(ctx context.Context, id string, f notifications.Fields) {
 	s.notifier().Once(ctx, s.client, s.ns, id, s.rpc, f)
 }
 
@@ -56,9 +56,9 @@ func (s *session) notifyAfter(ctx context.Context, step string, pa driver.Publis
 		switch r := res.(type) {
 		case *driver.PauseResult:
 			if r.Changed && step == driver.StepPause && r.Paused != nil {
-				s.notify(notifyevents.Fields{Event: config.NotifyPaused, By: r.Paused.By, Reason: r.Paused.Reason, Since: notifyevents.Stamp(r.Paused.Since)})
+				s.notify(notifications.Fields{Event: config.NotifyPaused, By: r.Paused.By, Reason: r.Paused.Reason, Since: notifications.Stamp(r.Paused.Since)})
 			} else if r.Changed && step == driver.StepResume {
-				s.notify(notifyevents.Fields{Event: config.NotifyResumed, By: s.cfg.NodeName})
+				s.notify(notifications.Fields{Event: config.NotifyResumed, By: s.cfg.NodeName})
 			}
 		case *driver.PublishResult:
 			s.notifyBlocked(pa)
@@ -99,8 +99,8 @@ func (s *session) notifyBlocked(a driver.PublishArgs) {
 	if b, err := os.ReadFile(path); err == nil {
 		_ = json.Unmarshal(b, &rec)
 	}
-	since := notifyevents.Stamp(a.BlockedSince)
-	f := notifyevents.Fields{Reason: a.BlockedReason, Detail: a.Detail, Since: since}
+	since := notifications.Stamp(a.BlockedSince)
+	f := notifications.Fields{Reason: a.BlockedReason, Detail: a.Detail, Since: since}
 	changed := false
 	if a.BlockedReason == driver.ReasonRebootLoop && rec[config.NotifyRebootLoop] != since {
 		f.Event = config.NotifyRebootLoop
@@ -148,7 +148,7 @@ func (s *session) completeNotify(ctx context.Context, res *driver.CompleteResult
 // command follow at once, without waiting for it.
 func (c *cycleRun) notifyStarting() {
 	c.slotTaken = true
-	c.notify(notifyevents.Fields{Event: config.NotifyRebootStarting, FencingToken: c.res.FencingToken, Slot: c.res.SlotKey})
+	c.notify(notifications.Fields{Event: config.NotifyRebootStarting, FencingToken: c.res.FencingToken, Slot: c.res.SlotKey})
 }
 
 // notifyFailed reports a reboot aborted or failed after its slot was taken.
@@ -156,13 +156,13 @@ func (c *cycleRun) notifyFailed(err error) {
 	if err == nil || !c.slotTaken {
 		return
 	}
-	c.notify(notifyevents.Fields{Event: config.NotifyRebootFailed, FencingToken: c.res.FencingToken, Slot: c.fleet.Key(),
+	c.notify(notifications.Fields{Event: config.NotifyRebootFailed, FencingToken: c.res.FencingToken, Slot: c.fleet.Key(),
 		Reason: c.res.Reason, Detail: c.res.Detail})
 }
 
 // NotificationsOf is a step's report as the JSON of its result (the
 // cluster steps' and crd-lock's pipeline).
-func NotificationsOf(rep notifyevents.Report) *driver.Notifications {
+func NotificationsOf(rep notifications.Report) *driver.Notifications {
 	n := &driver.Notifications{}
 	for _, d := range rep.Sent {
 		n.Sent = append(n.Sent, driver.NotificationDelivery(d))

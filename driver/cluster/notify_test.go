@@ -17,21 +17,21 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 )
 
 // hookReceiver is a local webhook receiver: it records the payloads in the
 // order they arrive and answers status.
 type hookReceiver struct {
 	mu  sync.Mutex
-	got []notifyevents.Payload
+	got []notifications.Payload
 	srv *httptest.Server
 }
 
 func newReceiver(t *testing.T, status int) *hookReceiver {
 	r := &hookReceiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var p notifyevents.Payload
+		var p notifications.Payload
 		b, _ := io.ReadAll(req.Body)
 		if err := json.Unmarshal(b, &p); err != nil {
 			t.Errorf("the webhook got no JSON: %q", b)
@@ -55,7 +55,7 @@ func (r *hookReceiver) events() []string {
 	return out
 }
 
-func (r *hookReceiver) payload(event string) notifyevents.Payload {
+func (r *hookReceiver) payload(event string) notifications.Payload {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.got {
@@ -63,7 +63,7 @@ func (r *hookReceiver) payload(event string) notifyevents.Payload {
 			return p
 		}
 	}
-	return notifyevents.Payload{}
+	return notifications.Payload{}
 }
 
 // hangingReceiver accepts requests and never answers while the test runs.

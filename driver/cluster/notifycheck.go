@@ -6,7 +6,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 )
 
 // checkNotifications is `step check-notifications`: shoutrrr parses every
@@ -18,7 +18,7 @@ func checkNotifications(cfg config.Config, res *driver.CheckNotificationsResult)
 	bad := 0
 	for i, u := range cfg.Notifications.URLs {
 		c := driver.URLCheck{Field: fmt.Sprintf("notifications.urls[%d]", i), URL: config.MaskURL(u)}
-		if err := notifyevents.CheckURL(u); err != nil {
+		if err := notifications.CheckURL(u); err != nil {
 			c.Problem = err.Error()
 			bad++
 		}

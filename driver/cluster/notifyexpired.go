@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
 )
@@ -53,8 +53,8 @@ func (s *session) noticeExpiredSlots(ctx context.Context) {
 		if s.w.now().Before(rec.Since.Add(time.Duration(rec.TTLSec) * time.Second)) {
 			continue // its slot cannot have expired yet: freed, or being retaken
 		}
-		s.notifyOnce(ctx, slotnotify.OnceID(rec.Node, rec.Lease), notifyevents.Fields{Event: config.NotifySlotExpired, Node: rec.Node, FencingToken: rec.FencingToken,
-			Slot: slot.Key(s.ns, rec.Node), Since: notifyevents.Stamp(rec.Since),
+		s.notifyOnce(ctx, slotnotify.OnceID(rec.Node, rec.Lease), notifications.Fields{Event: config.NotifySlotExpired, Node: rec.Node, FencingToken: rec.FencingToken,
+			Slot: slot.Key(s.ns, rec.Node), Since: notifications.Stamp(rec.Since),
 			Detail: fmt.Sprintf("%s did not come back within reboot_slot_ttl_sec (%d s); it counts against the rollout's failure budget", rec.Node, rec.TTLSec)})
 	}
 }

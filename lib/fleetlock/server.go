@@ -14,7 +14,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
@@ -417,7 +417,7 @@ func (s *Server) notifyHalted(ctx context.Context, v slot.Verdict) {
 	if !snd.Wants(config.NotifyRolloutHalted) {
 		return
 	}
-	snd.Send(notifyevents.Fields{Event: config.NotifyRolloutHalted, Reason: "halted", Detail: v.Reason})
+	snd.Send(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: "halted", Detail: v.Reason})
 	snd.Wait()
 }
 

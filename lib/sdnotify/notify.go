@@ -15,20 +15,20 @@ import (
 	"time"
 )
 
-// Notifier sends state changes to systemd.
-type Notifier struct {
+// Socket sends state changes to systemd.
+type Socket struct {
 	socket string
 }
 
 // New returns a notifier for the socket named by NOTIFY_SOCKET's value;
 // "" gives a notifier that does nothing.
-func New(socket string) *Notifier { return &Notifier{socket: socket} }
+func New(socket string) *Socket { return &Socket{socket: socket} }
 
 // Enabled reports whether a socket is configured.
-func (n *Notifier) Enabled() bool { return n != nil && n.socket != "" }
+func (n *Socket) Enabled() bool { return n != nil && n.socket != "" }
 
 // Send writes one datagram with the given state lines ("READY=1", ...).
-func (n *Notifier) Send(states ...string) error {
+func (n *Socket) Send(states ...string) error {
 	if !n.Enabled() || len(states) == 0 {
 		return nil
 	}
@@ -51,18 +51,18 @@ func (n *Notifier) Send(states ...string) error {
 }
 
 // Ready tells systemd start-up is complete, with a status line.
-func (n *Notifier) Ready(status string) error {
+func (n *Socket) Ready(status string) error {
 	return n.Send("READY=1", "STATUS="+oneLine(status))
 }
 
 // Status sets the free-form status systemctl status shows.
-func (n *Notifier) Status(status string) error { return n.Send("STATUS=" + oneLine(status)) }
+func (n *Socket) Status(status string) error { return n.Send("STATUS=" + oneLine(status)) }
 
 // Watchdog pings the service watchdog.
-func (n *Notifier) Watchdog() error { return n.Send("WATCHDOG=1") }
+func (n *Socket) Watchdog() error { return n.Send("WATCHDOG=1") }
 
 // Stopping tells systemd the service is shutting down.
-func (n *Notifier) Stopping(status string) error {
+func (n *Socket) Stopping(status string) error {
 	return n.Send("STOPPING=1", "STATUS="+oneLine(status))
 }
 

@@ -73,7 +73,7 @@ func TestNotifyOutsideSystemd(t *testing.T) {
 	if n.Enabled() || n.Ready("x") != nil || n.Watchdog() != nil || n.Send() != nil {
 		t.Fatal("a notifier without a socket must do nothing")
 	}
-	var nilN *Notifier
+	var nilN *Socket
 	if nilN.Enabled() || nilN.Status("x") != nil {
 		t.Fatal("nil notifier")
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
@@ -16,8 +16,8 @@ import (
 // its extra fields), else from the slot claim (the pipeline's, whose marker
 // crd-reboot writes without them); Since and Duration from the marker's
 // request, else from when the slot was taken.
-func Completed(m reboot.Marker, hasMarker bool, cl slot.Claim, hasClaim bool, now time.Time) notifyevents.Fields {
-	f := notifyevents.Fields{Event: config.NotifyRebootCompleted}
+func Completed(m reboot.Marker, hasMarker bool, cl slot.Claim, hasClaim bool, now time.Time) notifications.Fields {
+	f := notifications.Fields{Event: config.NotifyRebootCompleted}
 	var since time.Time
 	if hasClaim {
 		f.FencingToken, f.Slot = cl.FencingToken, cl.Key
@@ -35,7 +35,7 @@ func Completed(m reboot.Marker, hasMarker bool, cl slot.Claim, hasClaim bool, no
 		}
 	}
 	if !since.IsZero() {
-		f.Since = notifyevents.Stamp(since)
+		f.Since = notifications.Stamp(since)
 		f.SetDuration(now.Sub(since))
 	}
 	return f
@@ -43,8 +43,8 @@ func Completed(m reboot.Marker, hasMarker bool, cl slot.Claim, hasClaim bool, no
 
 // ExpiredOnReturn is slot_expired sent by the node itself when it came
 // back after its slot (claim cl) had expired.
-func ExpiredOnReturn(cl slot.Claim, token int64, ttlSec int) notifyevents.Fields {
-	return notifyevents.Fields{Event: config.NotifySlotExpired, FencingToken: token, Slot: cl.Key, Since: SinceOf(cl.Since),
+func ExpiredOnReturn(cl slot.Claim, token int64, ttlSec int) notifications.Fields {
+	return notifications.Fields{Event: config.NotifySlotExpired, FencingToken: token, Slot: cl.Key, Since: SinceOf(cl.Since),
 		Detail: fmt.Sprintf("the node came back after its slot had expired (reboot_slot_ttl_sec %d): other nodes may have rebooted meanwhile", ttlSec)}
 }
 
@@ -54,5 +54,5 @@ func SinceOf(s string) string {
 	if err != nil {
 		return s
 	}
-	return notifyevents.Stamp(t)
+	return notifications.Stamp(t)
 }

@@ -4,7 +4,7 @@
 // sender per step with the node's fields filled in, the once-per-cluster
 // record in etcd, the in-flight record of a reboot, and the fields of
 // reboot_completed and slot_expired. Only programs that link
-// lib/notifyevents (net/http) import it.
+// lib/notifications (net/http) import it.
 package slotnotify
 
 import (
@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 )
 
 // Dir is where once-per-cluster notifications are recorded:
@@ -43,7 +43,7 @@ type Sender struct {
 	now               func() time.Time
 	log               *slog.Logger
 	// n is started by the first Send (nil until then).
-	n *notifyevents.Notifier
+	n *notifications.Sender
 }
 
 // NewSender is the sender of node cfg.NodeName on lock (its group's key).
@@ -59,12 +59,12 @@ func (s *Sender) Wants(event string) bool { return s != nil && s.cfg.Wants(event
 
 // Send queues f (with this node's defaults where f leaves them empty) when
 // its event is configured; it never waits for a destination.
-func (s *Sender) Send(f notifyevents.Fields) {
+func (s *Sender) Send(f notifications.Fields) {
 	if !s.Wants(f.Event) {
 		return
 	}
 	if s.n == nil {
-		s.n = notifyevents.New(s.cfg, s.log.With("component", "notify"))
+		s.n = notifications.New(s.cfg, s.log.With("component", "notify"))
 	}
 	if f.Node == "" {
 		f.Node = s.node
@@ -75,14 +75,14 @@ func (s *Sender) Send(f notifyevents.Fields) {
 	if f.Lock == "" {
 		f.Lock = s.lock
 	}
-	f.Time = notifyevents.Stamp(s.now())
+	f.Time = notifications.Stamp(s.now())
 	s.n.Send(f)
 }
 
 // Once sends f only if no node sent it before: the node whose transaction
 // creates OnceKey(ns, f.Event, id) sends. An etcd failure sends nothing (at
 // most once). Each request is bounded by rpc.
-func (s *Sender) Once(ctx context.Context, client *clientv3.Client, ns, id string, rpc time.Duration, f notifyevents.Fields) {
+func (s *Sender) Once(ctx context.Context, client *clientv3.Client, ns, id string, rpc time.Duration, f notifications.Fields) {
 	if !s.Wants(f.Event) {
 		return
 	}
@@ -107,7 +107,7 @@ func ClaimOnce(ctx context.Context, client *clientv3.Client, key, by string, at 
 	if err != nil {
 		return false, err
 	}
-	val, _ := json.Marshal(map[string]string{"by": by, "at": notifyevents.Stamp(at)})
+	val, _ := json.Marshal(map[string]string{"by": by, "at": notifications.Stamp(at)})
 	resp, err := client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID))).Commit()
 	if err != nil || !resp.Succeeded {
@@ -119,7 +119,7 @@ func ClaimOnce(ctx context.Context, client *clientv3.Client, key, by string, at 
 
 // Wait lets what is queued go out for at most one more timeout and returns
 // what became of it; ok is false when nothing was sent (no report).
-func (s *Sender) Wait() (rep notifyevents.Report, ok bool) {
+func (s *Sender) Wait() (rep notifications.Report, ok bool) {
 	if s == nil || s.n == nil {
 		return rep, false
 	}

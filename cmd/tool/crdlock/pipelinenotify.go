@@ -10,7 +10,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/notifyevents"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
@@ -32,7 +32,7 @@ type pipelineNotes struct {
 	log *slog.Logger
 	// starting is reboot_starting once queued (the slot taken): a failure
 	// after it is reboot_failed.
-	starting *notifyevents.Fields
+	starting *notifications.Fields
 	// failReason is the reason token of that failure when not the
 	// command's (hook: the required silence).
 	failReason string
@@ -54,7 +54,7 @@ func (p *pipelineNotes) slotTaken(token int64, key string) {
 	if p == nil || !p.s.Enabled() {
 		return
 	}
-	f := notifyevents.Fields{Event: config.NotifyRebootStarting, FencingToken: token, Slot: key}
+	f := notifications.Fields{Event: config.NotifyRebootStarting, FencingToken: token, Slot: key}
 	p.starting = &f
 	p.s.Send(f)
 }
@@ -64,7 +64,7 @@ func (p *pipelineNotes) halted(detail string) {
 	if p == nil {
 		return
 	}
-	p.s.Send(notifyevents.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: detail})
+	p.s.Send(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: detail})
 }
 
 // holdEnded sends reboot_failed when hold fails after reboot_starting

@@ -1,4 +1,4 @@
-package notifyevents
+package notifications
 
 import (
 	"context"
@@ -35,8 +35,8 @@ type destination struct {
 	queue chan Payload
 }
 
-// Notifier queues messages and sends them in the background.
-type Notifier struct {
+// Sender queues messages and sends them in the background.
+type Sender struct {
 	cfg       config.Notifications
 	templates Templates
 	log       *slog.Logger
@@ -57,7 +57,7 @@ type Notifier struct {
 // New returns a notifier for cfg (nothing is started before the first Send).
 // A template that does not parse (config validation prevents it) falls back
 // to the defaults.
-func New(cfg config.Notifications, log *slog.Logger) *Notifier {
+func New(cfg config.Notifications, log *slog.Logger) *Sender {
 	ts, err := ParseTemplates(cfg.Templates)
 	if err != nil {
 		log.Warn("notification template unusable; using the default messages", "event", "notify_template_error", "error", err.Error())
@@ -68,15 +68,15 @@ func New(cfg config.Notifications, log *slog.Logger) *Notifier {
 		timeout = 5 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Notifier{cfg: cfg, templates: ts, log: log, timeout: timeout, ctx: ctx, cancel: cancel}
+	return &Sender{cfg: cfg, templates: ts, log: log, timeout: timeout, ctx: ctx, cancel: cancel}
 }
 
 // Wants reports whether f.Event would be sent anywhere.
-func (n *Notifier) Wants(event string) bool { return n != nil && n.cfg.Wants(event) }
+func (n *Sender) Wants(event string) bool { return n != nil && n.cfg.Wants(event) }
 
 // Send queues f for every destination and returns at once: it never waits
 // for a destination. The message is rendered now.
-func (n *Notifier) Send(f Fields) {
+func (n *Sender) Send(f Fields) {
 	if !n.Wants(f.Event) {
 		return
 	}
@@ -98,7 +98,7 @@ func (n *Notifier) Send(f Fields) {
 }
 
 // startLocked builds the destinations and starts one sender each.
-func (n *Notifier) startLocked() {
+func (n *Sender) startLocked() {
 	if n.started {
 		return
 	}
@@ -116,7 +116,7 @@ func (n *Notifier) startLocked() {
 }
 
 // run sends d's queue in order, each message bounded by the timeout.
-func (n *Notifier) run(d *destination) {
+func (n *Sender) run(d *destination) {
 	defer n.wg.Done()
 	for p := range d.queue {
 		if n.ctx.Err() != nil {
@@ -137,13 +137,13 @@ func (n *Notifier) run(d *destination) {
 	}
 }
 
-func (n *Notifier) fail(event, dest, why string) {
+func (n *Sender) fail(event, dest, why string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.failLocked(event, dest, why)
 }
 
-func (n *Notifier) failLocked(event, dest, why string) {
+func (n *Sender) failLocked(event, dest, why string) {
 	n.report.Failed = append(n.report.Failed, Delivery{Event: event, Destination: dest, Error: why})
 	n.log.Warn("notification failed; the reboot goes on regardless", "event", "notify_failed", "notification", event,
 		"destination", dest, "error", why)
@@ -152,7 +152,7 @@ func (n *Notifier) failLocked(event, dest, why string) {
 // Wait lets the queued messages go out for at most one more timeout, then
 // abandons the rest (reported as failed) and returns the report. Call it
 // once, when the step's work is done: nothing waits for it before.
-func (n *Notifier) Wait() Report {
+func (n *Sender) Wait() Report {
 	if n == nil {
 		return Report{}
 	}

@@ -1,4 +1,4 @@
-package notifyevents
+package notifications
 
 import (
 	"bytes"
@@ -179,7 +179,7 @@ func TestEventFilter(t *testing.T) {
 	if got := r.payloads(); len(got) != 1 || got[0].Event != config.NotifyPaused {
 		t.Errorf("got %+v", got)
 	}
-	var none *Notifier
+	var none *Sender
 	none.Send(Fields{Event: config.NotifyPaused})
 	if rep := none.Wait(); len(rep.Sent)+len(rep.Failed) != 0 {
 		t.Errorf("a nil notifier reported %+v", rep)

@@ -1,4 +1,4 @@
-package notifyevents
+package notifications
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-// Package notifyevents sends notifications about reboots (reboot starting,
+// Package notifications sends notifications about reboots (reboot starting,
 // completed, failed, node blocked, reboot loop, slot expired, cluster paused
 // or resumed) to shoutrrr services and plain JSON webhooks.
 //
@@ -8,7 +8,7 @@
 // one more timeout and reports what was sent and what failed. URLs are
 // shown only through config.MaskURL. Only the cluster child (crd-lock step)
 // links this package: it links net/http.
-package notifyevents
+package notifications
 
 import (
 	"bytes"
