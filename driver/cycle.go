@@ -45,6 +45,17 @@ type Driver struct {
 	// blockedSince is when the node's current blocked state began (zero
 	// when not blocked), for the node_blocked notification.
 	blockedSince time.Time
+	// onStatus, when set, hears of a status that lasts while a cycle is
+	// still running (waiting in line): the daemon tells systemd at once,
+	// not only when the cycle ends, which may be hours later.
+	onStatus func(Status)
+}
+
+// OnStatus sets f to hear of a status change in the middle of a cycle.
+func (d *Driver) OnStatus(f func(Status)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.onStatus = f
 }
 
 // New returns a driver for cfg. deps must be complete (see Deps.Real);

@@ -20,7 +20,11 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 	attempt := d.attempt
 	d.status.State = policy.StateWaiting
 	d.status.Reason, d.status.Detail = "", ""
+	st, hook := d.status, d.onStatus
 	d.mu.Unlock()
+	if hook != nil {
+		hook(st)
+	}
 	out.Attempt = attempt
 	if d.metrics != nil {
 		d.metrics.LockHeld.Set(1)

@@ -106,6 +106,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.Log.Info("clusterrebootd started", "event", "started", "node", cfg.NodeName, "dry_run", cfg.DryRun,
 		"check_interval_sec", cfg.CheckIntervalSec, "config", strings.Join(cfg.Sources(), ","))
 	d.tellSystemd(func(n Systemd) error { return n.Ready(d.Driver.Status().String()) })
+	// Waiting in line lasts as long as the rollout ahead: systemd hears of
+	// it when it begins, not the previous cycle's answer until it ends.
+	d.Driver.OnStatus(func(s Status) { d.tellSystemd(func(n Systemd) error { return n.Status(s.String()) }) })
+	defer d.Driver.OnStatus(nil)
 	err := g.Run()
 	d.tellSystemd(func(n Systemd) error { return n.Stopping("stopping") })
 	d.Log.Info("clusterrebootd stopped", "event", "stopped", "cycles", d.Cycles())

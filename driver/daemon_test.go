@@ -448,6 +448,33 @@ func TestMetricsErrorRateLimited(t *testing.T) {
 	}
 }
 
+// While the cycle child waits in line (for hours, in a long rollout),
+// systemd's STATUS says "waiting", not the previous cycle's answer: the
+// daemon tells it when the wait begins.
+func TestStatusWaitingWhileTheChildWaits(t *testing.T) {
+	w := newWorld(t)
+	cfg := testConfig(w)
+	w.child.answers[StepCycle] = answer{block: true}
+	w.child.started = make(chan struct{})
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	n := &fakeSystemd{}
+	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, Systemd: n}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-w.child.started
+	testsupport.Eventually(t, 10*time.Second, "STATUS waiting while the cycle child runs", func() bool {
+		return strings.Contains(n.all(), "STATUS waiting")
+	})
+	if d.Cycles() != 0 {
+		t.Errorf("a cycle ended: the status must come from a running one")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A reload that changes only what the running cluster step does not read
 // leaves the step running; one that changes a window restarts it.
 func TestReloadRestartsStepOnlyWhenItMatters(t *testing.T) {
