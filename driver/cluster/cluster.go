@@ -164,7 +164,7 @@ func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if name == driver.StepAlerts {
 		return emit(stdout, res, hdr, alerts(ctx, cfg, c.alertsArgs, res.(*driver.AlertsResult), log))
 	}
-	s, err := connect(ctx, cfg, log, w)
+	s, err := connect(ctx, cfg, log, w, name)
 	if err != nil {
 		return emit(stdout, res, hdr, err)
 	}

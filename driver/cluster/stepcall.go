@@ -116,14 +116,22 @@ func (c *stepCall) parse(flags []string) error {
 }
 
 // connect opens the step's session: its connection to etcd, under cfg's
-// namespace, each request bounded by etcd_dial_timeout_sec.
-func connect(ctx context.Context, cfg config.Config, log *slog.Logger, w world) (*session, error) {
+// namespace, each request bounded by etcd_dial_timeout_sec. publish, which
+// every node runs every interval, opens one connection (etcd.ConnectOne:
+// one TLS handshake instead of one per endpoint); the other steps keep one
+// per endpoint, so that a lock or slot they hold survives a member that
+// stops answering.
+func connect(ctx context.Context, cfg config.Config, log *slog.Logger, w world, step string) (*session, error) {
 	s := &session{cfg: cfg, log: log, w: w, ns: cfg.Namespace(), rpc: time.Duration(cfg.EtcdDialTimeoutSec) * time.Second}
 	if s.rpc <= 0 {
 		s.rpc = 5 * time.Second
 	}
 	var err error
-	s.client, err = etcd.Connect(ctx, cfg, "stdin")
+	if step == driver.StepPublish {
+		s.client, err = etcd.ConnectOne(ctx, cfg, "stdin")
+	} else {
+		s.client, err = etcd.Connect(ctx, cfg, "stdin")
+	}
 	if err != nil {
 		log.Warn("etcd unreachable", "event", "etcd_unavailable", "error", err.Error())
 		return nil, err

@@ -23,6 +23,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -43,7 +44,21 @@ type Options struct {
 	Namespace string
 	// Source names the configuration file in error messages.
 	Source string
+	// OneConnection opens one connection instead of one per endpoint:
+	// gRPC's pick_first over the endpoints in random order, the next one
+	// tried 250 ms after the last (Happy Eyeballs) or when it fails. For a
+	// short-lived step run by every node every interval (publish): with
+	// TLS each connection is a handshake etcd pays for, and clientv3's
+	// round_robin opens one to every endpoint. A long-lived client (the
+	// lock, a held slot) keeps round_robin, which moves requests off a
+	// member that stops answering without reconnecting.
+	OneConnection bool
 }
+
+// oneConnection replaces clientv3's round_robin (set by its resolver, so
+// the resolver's service config is disabled) with pick_first over a
+// shuffled list, which spreads the nodes over the members.
+const oneConnection = `{"loadBalancingConfig": [{"pick_first": {"shuffleAddressList": true}}]}`
 
 // OptionsFrom builds Options from the configuration; source names the file.
 func OptionsFrom(cfg config.Config, source string) Options {
@@ -93,6 +108,13 @@ func Connect(ctx context.Context, cfg config.Config, source string) (*clientv3.C
 	return ConnectOptions(ctx, OptionsFrom(cfg, source))
 }
 
+// ConnectOne is Connect with one connection (Options.OneConnection).
+func ConnectOne(ctx context.Context, cfg config.Config, source string) (*clientv3.Client, error) {
+	o := OptionsFrom(cfg, source)
+	o.OneConnection = true
+	return ConnectOptions(ctx, o)
+}
+
 // ConnectOptions is Connect with explicit options.
 func ConnectOptions(ctx context.Context, o Options) (*clientv3.Client, error) {
 	if len(o.Endpoints) == 0 {
@@ -105,6 +127,9 @@ func ConnectOptions(ctx context.Context, o Options) (*clientv3.Client, error) {
 		// Keep the connection honest: a silent peer is noticed by gRPC pings.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: o.DialTimeout,
+	}
+	if o.OneConnection {
+		cc.DialOptions = []grpc.DialOption{grpc.WithDisableServiceConfig(), grpc.WithDefaultServiceConfig(oneConnection)}
 	}
 	tlsConf, err := tlsConfig(o)
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // servers are the etcd servers a test runs against: always an embedded one,
@@ -325,5 +328,102 @@ func TestConnectAuth(t *testing.T) {
 				t.Errorf("error leaks the password: %v", err)
 			}
 		})
+	}
+}
+
+// proxy forwards loopback connections to target and counts those open.
+type proxy struct {
+	addr string
+	open atomic.Int32
+}
+
+func newProxy(t *testing.T, target string, forward bool) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := &proxy{addr: "http://" + l.Addr().String()}
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { in.Close() })
+			if !forward { // a member that accepts and never answers
+				continue
+			}
+			out, err := net.Dial("tcp", strings.TrimPrefix(target, "http://"))
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.open.Add(1)
+			go func() {
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+				<-done
+				in.Close()
+				out.Close()
+				p.open.Add(-1)
+			}()
+		}
+	}()
+	return p
+}
+
+func openOn(ps []*proxy) int {
+	n := 0
+	for _, p := range ps {
+		n += int(p.open.Load())
+	}
+	return n
+}
+
+// ConnectOne (the publish step's client) holds one connection where
+// Connect holds one per endpoint; with two of three members silent it
+// still connects, whichever order the shuffle chose.
+func TestConnectOneOpensOneConnection(t *testing.T) {
+	s := start(t, "", nil)
+	var ps []*proxy
+	cfg := cfgFor(s.Endpoint)
+	cfg.EtcdEndpoints = nil
+	for range 3 {
+		p := newProxy(t, s.Endpoint, true)
+		ps = append(ps, p)
+		cfg.EtcdEndpoints = append(cfg.EtcdEndpoints, p.addr)
+	}
+	ctx := context.Background()
+	all, err := Connect(ctx, cfg, "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, 5*time.Second, "Connect: one connection per endpoint (3)", func() bool { return openOn(ps) == 3 })
+	all.Close()
+	testsupport.Eventually(t, 5*time.Second, "no connection open after Close", func() bool { return openOn(ps) == 0 })
+
+	one, err := ConnectOne(ctx, cfg, "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Put(ctx, "/cluster/clusterrebootd/x", "1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // past Happy Eyeballs' 250 ms steps: no second connection
+	if n := openOn(ps); n != 1 {
+		t.Errorf("ConnectOne: connections open = %d, want 1", n)
+	}
+	one.Close()
+
+	cfg.EtcdEndpoints = []string{newProxy(t, "", false).addr, newProxy(t, "", false).addr, cfg.EtcdEndpoints[0]}
+	for i := range 5 {
+		c, err := ConnectOne(ctx, cfg, "test.yaml")
+		if err != nil {
+			t.Fatalf("try %d: two members silent, one up: %v", i, err)
+		}
+		c.Close()
 	}
 }
