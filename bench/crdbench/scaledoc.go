@@ -88,7 +88,7 @@ func scalingDoc(run scaleRun) string {
 		"real 3-member etcd. The aim (issue 32): every phase's cost per node independent of the fleet's size.\n\n")
 	fmt.Fprintf(&w, "## What one node does in each phase\n\n"+
 		"- **Idle** (no reboot needed, the normal state): every health_publish_interval_sec (%.0f s by default, ±10 %% "+
-		"jitter, in the same burst as the cycle when due) the daemon runs `crd-lock step publish`, which connects, renews "+
+		"jitter, in the same burst as the cycle when due) the daemon runs `crd-lock step publish`, which connects (to one member), renews "+
 		"its one publish lease with a single LeaseKeepAlive (TTL 3 × interval = %.0f s; a lease is granted only when the "+
 		"old one expired), reads its own record (one Get: another machine must not publish under this name), writes its "+
 		"record `<ns>nodes/<node>` with its two index keys (`<ns>index/member/<node>`, `<ns>index/up/<node>`, lib/slot "+
@@ -224,9 +224,11 @@ func scalingDoc(run scaleRun) string {
 			"The same fleet of %d nodes against the same 3-member etcd with https client URLs and "+
 			"`--client-cert-auth` (a throw-away ECDSA P-256 CA made by the benchmark; TLS 1.3, Go's defaults on both "+
 			"sides), etcd_tls set in every node's configuration. Each publication is a new client, so a new TLS "+
-			"handshake with every member it connects to (clientv3 opens a connection to each endpoint it is given: "+
-			"3 here) and no session resumption: the real child is a new process each time. The same phases "+
-			"without TLS, from the table above:\n\n", p.tlsSize)
+			"handshake and no session resumption: the real child is a new process each time. It is one handshake: "+
+			"publish connects to one member (lib/etcd ConnectOne: gRPC's pick_first over the endpoints in random "+
+			"order, the next tried after 250 ms or a failure), where clientv3's own round_robin would open a "+
+			"connection, and a handshake, to every endpoint (3 here). The steps that hold a lock or a slot keep "+
+			"round_robin. The same phases without TLS, from the table above:\n\n", p.tlsSize)
 		w.WriteString("| phase | nodes | TLS | requests per node per minute | bytes sent per node per minute | publish p50 (ms) | p95 (ms) | etcd CPU (all members) |\n|---|---:|---|---:|---:|---:|---:|---:|\n")
 		for _, t := range run.tls {
 			for _, r := range of(run.phases, t.phase) {
