@@ -197,6 +197,14 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"fsync, and starting the command. The real daemons are used rather than the driver in one process because the "+
 		"figure is meant to include process start of the reboot command and everything the child does. The peer is "+
 		"lib/lock's own handover (release → next waiter holds) from the queue run below.\n", p.handovers)
+	fmt.Fprintf(&w, "- **Handover with a line.** The same trial, %d times each, alternating, with others added once b "+
+		"waits: %d lock entries behind b (so b's admission reads a line of that length, as a real line's entries) and "+
+		"%d health records (the fleet whose records the admission reads, those of the line in state waiting), against "+
+		"%d entries and the same %d records: the line's own cost, target ×≤ 2 (issue 32). The third set, %d entries "+
+		"and %d records, lets line and fleet grow together, so it adds the admission's read of every record "+
+		"(docs/scaling.md, \"The admission under the lock\"): no target. The others are entries and records, not "+
+		"processes: this machine cannot run a thousand cycle children beside the etcd members.\n",
+		p.lineTrials, p.lineLong, p.lineLong, p.lineShort, p.lineLong, p.lineShort, p.lineShort)
 	fmt.Fprintf(&w, "- **crd-lock hold vs etcdctl lock.** `crd-lock hold --config C -- true` and "+
 		"`etcdctl --endpoints E lock L -- true` against the same etcd, alternating, %d runs each, from fork to exit "+
 		"(the lock is free each time). Start-to-exit times depend on how busy the machine is (see the load average "+

@@ -104,13 +104,14 @@ func readStamp(path string) (int64, bool) {
 // `crd-lock step complete` deletes it, and the latency is the time from just
 // before that delete to B's reboot command starting.
 //
-// line is how many others stand in line behind B, each with a lock entry
-// and a health record of its own: B's admission under the lock reads them
-// all (lib/slot Count), so the trial shows what a long line costs the
-// handover. The line is filled once B waits, so that it stands behind B.
-func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i, line int) (time.Duration, error) {
-	dir := filepath.Join(b.work, "handover", fmt.Sprintf("%d-%d", line, i))
-	ns := fmt.Sprintf("/bench/handover/%d-%d/", line, i)
+// line is how many others stand in line behind B (a lock entry each) and
+// fleet how many health records the fleet has besides A's and B's: B's
+// admission under the lock reads them all (lib/slot Count), so trials with
+// one fleet and two lines show what the line's length costs the handover.
+// The line is filled once B waits, so that it stands behind B.
+func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i, line, fleet int) (time.Duration, error) {
+	dir := filepath.Join(b.work, "handover", fmt.Sprintf("%d-%d-%d", line, fleet, i))
+	ns := fmt.Sprintf("/bench/handover/%d-%d-%d/", line, fleet, i)
 	lockKey := ns + "lock"
 	cfgA, stampA, err := b.handoverNode(dir, "a", lockKey)
 	if err != nil {
@@ -140,8 +141,8 @@ func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i, line i
 	if !waitFor(20*time.Second, waiting) {
 		return 0, fmt.Errorf("handover %d: node b never waited for the slot; see %s/b.log", i, dir)
 	}
-	if line > 0 {
-		lease, err := fillLine(ctx, c, ns, lockKey, line)
+	if line > 0 || fleet > 0 {
+		lease, err := fillLine(ctx, c, ns, lockKey, line, fleet)
 		if err != nil {
 			return 0, fmt.Errorf("handover %d: filling the line of %d: %w", i, line, err)
 		}
@@ -171,10 +172,11 @@ func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i, line i
 	return time.Duration(t1 - t0.UnixNano()), nil
 }
 
-// fillLine puts n waiters behind the lock's present entries: a lock entry
-// each (created after B's, so behind it) and a health record each, as the
-// waiting nodes of a fleet publish them, all on one lease the caller revokes.
-func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, n int) (clientv3.LeaseID, error) {
+// fillLine puts line waiters behind the lock's present entries (a lock
+// entry each, created after B's, so behind it) and fleet health records, the
+// first line of them the waiters' (state waiting), the others idle nodes',
+// all on one lease the caller revokes.
+func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, line, fleet int) (clientv3.LeaseID, error) {
 	lease, err := c.Grant(ctx, 600)
 	if err != nil {
 		return 0, err
@@ -189,15 +191,21 @@ func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, n int
 		ops = ops[:0]
 		return err
 	}
-	for w := range n {
-		node := fmt.Sprintf("waiter-%05d", w)
-		ann, _ := json.Marshal(lock.Annotation{Node: node, PID: 1, BootID: "boot-" + node, MachineID: "machine-" + node,
-			Purpose: "reboot", MaxHolders: 1, QueuedAt: now, V: lock.ProtocolVersion})
-		rec, _ := json.Marshal(policy.NodeRecord{Node: node, State: policy.StateWaiting, RebootRequired: true, LastCheck: now,
-			Lock: lockKey, BootID: "boot-" + node, MachineID: "machine-" + node, NeedsRebootSince: &now})
-		ops = append(ops,
-			clientv3.OpPut(fmt.Sprintf("%s/%x", lockKey, 0x7000000000000000+int64(w)), string(ann), clientv3.WithLease(lease.ID)),
-			clientv3.OpPut(slot.RecordKey(ns, node), string(rec), clientv3.WithLease(lease.ID)))
+	for w := range max(line, fleet) {
+		node := fmt.Sprintf("node-%05d", w)
+		if w < line {
+			ann, _ := json.Marshal(lock.Annotation{Node: node, PID: 1, BootID: "boot-" + node, MachineID: "machine-" + node,
+				Purpose: "reboot", MaxHolders: 1, QueuedAt: now, V: lock.ProtocolVersion})
+			ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s/%x", lockKey, 0x7000000000000000+int64(w)), string(ann), clientv3.WithLease(lease.ID)))
+		}
+		if w < fleet {
+			rec := policy.NodeRecord{Node: node, State: policy.StateIdle, LastCheck: now, Lock: lockKey, BootID: "boot-" + node, MachineID: "machine-" + node}
+			if w < line {
+				rec.State, rec.RebootRequired, rec.NeedsRebootSince = policy.StateWaiting, true, &now
+			}
+			val, _ := json.Marshal(rec)
+			ops = append(ops, clientv3.OpPut(slot.RecordKey(ns, node), string(val), clientv3.WithLease(lease.ID)))
+		}
 		if len(ops) >= 100 { // etcd's default --max-txn-ops is 128
 			if err := flush(); err != nil {
 				return lease.ID, err

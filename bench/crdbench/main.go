@@ -186,27 +186,29 @@ func (b *bench) run(ctx context.Context, doc string) error {
 	defer c.Close()
 	var handovers []float64
 	for i := range p.handovers {
-		d, err := b.handoverTrial(ctx, c, i, 0)
+		d, err := b.handoverTrial(ctx, c, i, 0, 0)
 		if err != nil {
 			return err
 		}
 		handovers = append(handovers, ms(d))
 		fmt.Fprintf(os.Stderr, "crdbench: handover %d: %.1f ms\n", i, ms(d))
 	}
-	// Alternating, so that a drift of the machine's load affects both.
-	var lineShort, lineLong []float64
+	// Alternating, so that a drift of the machine's load affects both: a
+	// short and a long line in a fleet of lineLong nodes (the line's cost),
+	// and the short line in a fleet of its own size (line and fleet grow
+	// together: the records' cost too, the admission's O(N)).
+	var lineShort, lineLong, lineSmall []float64
 	for i := range p.lineTrials {
-		for _, n := range []int{p.lineShort, p.lineLong} {
-			d, err := b.handoverTrial(ctx, c, i, n)
+		for _, t := range []struct {
+			line, fleet int
+			into        *[]float64
+		}{{p.lineShort, p.lineLong, &lineShort}, {p.lineLong, p.lineLong, &lineLong}, {p.lineShort, p.lineShort, &lineSmall}} {
+			d, err := b.handoverTrial(ctx, c, i, t.line, t.fleet)
 			if err != nil {
 				return err
 			}
-			if n == p.lineShort {
-				lineShort = append(lineShort, ms(d))
-			} else {
-				lineLong = append(lineLong, ms(d))
-			}
-			fmt.Fprintf(os.Stderr, "crdbench: handover %d with %d in line: %.1f ms\n", i, n, ms(d))
+			*t.into = append(*t.into, ms(d))
+			fmt.Fprintf(os.Stderr, "crdbench: handover %d with %d in line, %d records: %.1f ms\n", i, t.line, t.fleet, ms(d))
 		}
 	}
 	tools, err := b.toolRows(p.toolRuns)
@@ -252,9 +254,11 @@ func (b *bench) run(ctx context.Context, doc string) error {
 	active := []row{
 		{Key: "handover", Figure: "handover: slot released → next node's reboot_command (real daemons)", Unit: "ms", Samples: handovers,
 			Target: "≤ 100", Pass: func(m float64) bool { return m <= 100 }, Peer: "lib/lock release → next holder", PeerSamples: lockHandovers},
-		{Key: "handover_line", Figure: fmt.Sprintf("  the same with %d others in line behind it", p.lineLong), Unit: "ms", Samples: lineLong,
+		{Key: "handover_line", Figure: fmt.Sprintf("  the same with %d others in line behind it, %d records", p.lineLong, p.lineLong), Unit: "ms", Samples: lineLong,
 			Target: fmt.Sprintf("≤ 2 × with %d", p.lineShort), Pass: func(m float64) bool { return m <= 2*median(lineShort) },
-			Peer: fmt.Sprintf("%d in line", p.lineShort), PeerSamples: lineShort},
+			Peer: fmt.Sprintf("%d in line, %d records", p.lineShort, p.lineLong), PeerSamples: lineShort},
+		{Key: "handover_fleet", Figure: fmt.Sprintf("  the same with %d in line of a fleet of %d (records and line grow together)", p.lineLong, p.lineLong), Unit: "ms", Samples: lineLong,
+			Target: "none: O(N)", Peer: fmt.Sprintf("%d in line of %d", p.lineShort, p.lineShort), PeerSamples: lineSmall},
 	}
 	active = append(active, tools...)
 	active = append(active,

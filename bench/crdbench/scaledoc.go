@@ -256,10 +256,10 @@ func scalingDoc(run scaleRun) string {
 	fmt.Fprintf(&w, "Ratio of the medians %s (target ≤ 2); FIFO kept: %v; holders overlapping: %d; etcd VmRSS (all members) "+
 		"%.1f MiB before, %.1f MiB at the peak. This is the lock's part of the handover (release → next holder). The "+
 		"full path of a real daemon (slot freed → next reboot command, with the re-checks and the admission under the "+
-		"lock) is measured with two real daemons in docs/performance.md; with many in line it adds the admission's "+
-		"Count above (O(N) in the records, not in the line: the Count reads the line's entries, but a line of 1,000 "+
-		"entries is about as many bytes as 1,000 records). A handover through the real cycle steps with 1,000 "+
-		"waiting processes was not measured: this machine cannot run 1,000 cycle children beside the etcd members.\n\n",
+		"lock) is measured with two real daemons in docs/performance.md, and there also with 1,000 others in line "+
+		"behind the next node against 10 (each a lock entry and a health record, which the next node's admission "+
+		"reads: the Count above, O(N) in the records and the line's entries; the others are entries, not 1,000 "+
+		"cycle children, which this machine cannot run beside the etcd members).\n\n",
 		num(h.ratio()), h.fifo, h.overlaps, h.etcdStart, h.etcdPeak)
 
 	w.WriteString("## etcd's size per fleet (idle)\n\n| nodes | keys | leases | record (bytes) | etcd db | etcd VmRSS, all members (before the first fleet) |\n|---:|---:|---:|---:|---:|---:|\n")
