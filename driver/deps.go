@@ -182,20 +182,7 @@ func (h RealHooks) Run(ctx context.Context, cfg config.Config, hooks []config.Ho
 		}
 		res := h.Runner.Run(ctx, proc.Spec{Argv: hk.Cmd, Env: HookEnv(cfg, "post-reboot"), Dir: "/", Timeout: timeout})
 		if !res.OK() {
-			why := fmt.Sprintf("exited %d", res.ExitCode)
-			switch {
-			case res.StartErr != nil:
-				why = "could not be started: " + res.StartErr.Error()
-			case res.TimedOut:
-				why = "timed out after " + timeout.String()
-			case res.Canceled:
-				why = "was interrupted"
-			case res.Signal != "":
-				why = "was killed by signal " + res.Signal
-			}
-			if l := proc.LastLine(res.Stderr); l != "" {
-				why += ": " + l
-			}
+			why := res.Describe(timeout)
 			return exitcode.Errorf(exitcode.RebootFailed, "hook %s (%v) %s", name, hk.Cmd, why)
 		}
 	}

@@ -46,7 +46,7 @@ func (c *cycleRun) abortHooks() {
 		pr := c.w.runner.Run(actx, proc.Spec{Argv: h.Cmd, Env: env, Dir: "/", Timeout: timeout})
 		run := AbortHookRun{Name: name, OK: pr.OK(), DurationMS: pr.Duration.Milliseconds()}
 		if !run.OK {
-			run.Detail = describe(pr, timeout)
+			run.Detail = pr.Describe(timeout)
 			c.log.Error("abort hook failed; what the pre-reboot hooks did may not be undone: undo it by hand", "event", "abort_hook_failed",
 				"hook", name, "reason", c.res.Reason, "detail", run.Detail, "duration_ms", run.DurationMS)
 		} else {

@@ -39,10 +39,10 @@ func (c *cycleRun) hooks() error {
 		case pr.TimedOut && h.OnTimeout == config.OnTimeoutContinue && !c.lost() && c.ctx.Err() == nil:
 			// kured's force-reboot, asked for by this hook's on_timeout.
 			c.log.Warn("PRE-REBOOT HOOK TIMED OUT AND THE REBOOT GOES ON (on_timeout: continue): its work may be unfinished",
-				"event", "hook_timeout_continue", "hook", name, "timeout_sec", int64(timeout/time.Second), "detail", describe(pr, timeout))
+				"event", "hook_timeout_continue", "hook", name, "timeout_sec", int64(timeout/time.Second), "detail", pr.Describe(timeout))
 		case !pr.OK():
 			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
-				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, describe(pr, timeout)))
+				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, pr.Describe(timeout)))
 		default:
 			c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
 		}
@@ -154,29 +154,6 @@ func (c *cycleRun) dryRun() error {
 	c.res.Detail += c.silencePlan()
 	c.log.Info("dry run: every check passed; nothing was changed", "event", "dry_run", "slot_key", c.slotKey())
 	return nil
-}
-
-// describe says in a few words how a command failed.
-func describe(pr proc.Result, timeout time.Duration) string {
-	var why string
-	switch {
-	case pr.StartErr != nil:
-		why = fmt.Sprintf("could not be started: %v", pr.StartErr)
-	case pr.TimedOut:
-		why = fmt.Sprintf("timed out after %s", timeout)
-	case pr.Canceled:
-		why = "was stopped"
-	case pr.Signal != "":
-		why = "was killed by signal " + pr.Signal
-	default:
-		why = fmt.Sprintf("exited %d", pr.ExitCode)
-	}
-	if l := proc.LastLine(pr.Stderr); l != "" {
-		why += ": " + l
-	} else if l := proc.LastLine(pr.Stdout); l != "" {
-		why += ": " + l
-	}
-	return why
 }
 
 // rebootStopped ends the run after reboot.Do refused or failed: the kill

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +78,39 @@ type Result struct {
 
 // OK reports whether the command ran and exited 0.
 func (r Result) OK() bool { return r.StartErr == nil && !r.TimedOut && !r.Canceled && r.ExitCode == 0 }
+
+// Describe says in a few words how a command that did not succeed ended,
+// the same way for every caller (hooks, the reboot command): "could not be
+// started: CAUSE" (the path left out: the caller names the command),
+// "timed out after TIMEOUT", "was interrupted", "was killed by signal
+// SIGKILL" or "exited N", then ": " and the last line of its stderr (else
+// of its stdout) when there is one. timeout is the limit the caller set (Spec.Timeout).
+func (r Result) Describe(timeout time.Duration) string {
+	var why string
+	switch {
+	case r.StartErr != nil:
+		cause := r.StartErr
+		var pe *fs.PathError
+		if errors.As(cause, &pe) {
+			cause = pe.Err
+		}
+		why = fmt.Sprintf("could not be started: %v", cause)
+	case r.TimedOut:
+		why = fmt.Sprintf("timed out after %s", timeout)
+	case r.Canceled:
+		why = "was interrupted"
+	case r.Signal != "":
+		why = "was killed by signal " + r.Signal
+	default:
+		why = fmt.Sprintf("exited %d", r.ExitCode)
+	}
+	if l := LastLine(r.Stderr); l != "" {
+		why += ": " + l
+	} else if l := LastLine(r.Stdout); l != "" {
+		why += ": " + l
+	}
+	return why
+}
 
 // NotFound reports whether the command could not be started because the
 // program does not exist.

@@ -3,9 +3,11 @@ package proc
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -194,6 +196,25 @@ func TestLastLine(t *testing.T) {
 	} {
 		if got := LastLine(tt.in); got != tt.want {
 			t.Errorf("LastLine(%.20q) = %.30q, want %.30q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// Describe is the one description of a failed run every caller uses.
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		r    Result
+		want string
+	}{
+		{Result{ExitCode: -1, StartErr: &fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOENT}}, "could not be started: no such file or directory"},
+		{Result{ExitCode: -1, TimedOut: true, Signal: "SIGKILL", Stderr: "slow\n"}, "timed out after 5s: slow"},
+		{Result{ExitCode: -1, Canceled: true, Signal: "SIGTERM"}, "was interrupted"},
+		{Result{ExitCode: -1, Signal: "SIGKILL"}, "was killed by signal SIGKILL"},
+		{Result{ExitCode: 3, Stdout: "one\ntwo\n"}, "exited 3: two"},
+		{Result{ExitCode: 3, Stdout: "out\n", Stderr: "err\n\n"}, "exited 3: err"},
+	} {
+		if got := tc.r.Describe(5 * time.Second); got != tc.want {
+			t.Errorf("%+v: Describe = %q, want %q", tc.r, got, tc.want)
 		}
 	}
 }

@@ -177,32 +177,13 @@ func Do(ctx context.Context, o Options) (Result, error) {
 		return res, nil
 	}
 	res.CommandStderr = tail(pr.Stderr, 2048)
-	why := describe(pr, timeout)
+	why := pr.Describe(timeout)
 	if res.CommandStarted {
 		why += fmt.Sprintf("; the marker %s stays, since the shutdown it asked for may still come", res.Marker)
 	} else if rerr := RemoveMarker(o.StateDir); rerr != nil {
 		why += fmt.Sprintf("; and the marker could not be removed (%v): remove %s by hand", rerr, res.Marker)
 	}
 	return res, exitcode.Errorf(exitcode.RebootFailed, "reboot: reboot command %s %s; check reboot_command", strings.Join(o.Command, " "), why)
-}
-
-// describe says in a few words how the command failed.
-func describe(pr proc.Result, timeout time.Duration) string {
-	var why string
-	switch {
-	case pr.StartErr != nil:
-		why = fmt.Sprintf("could not be started: %v", exitcode.PathCause(pr.StartErr))
-	case pr.TimedOut:
-		why = fmt.Sprintf("timed out after %s", timeout)
-	case pr.Signal != "":
-		why = "was killed by signal " + pr.Signal
-	default:
-		why = fmt.Sprintf("exited %d", pr.ExitCode)
-	}
-	if l := proc.LastLine(pr.Stderr); l != "" {
-		why += ": " + l
-	}
-	return why
 }
 
 // CheckStateDir reports, before anything is prepared for a reboot, whether
