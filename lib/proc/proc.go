@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +80,8 @@ func (r Result) OK() bool { return r.StartErr == nil && !r.TimedOut && !r.Cancel
 
 // Describe says in a few words how a command that did not succeed ended,
 // the same way for every caller (hooks, the reboot command): "could not be
-// started: CAUSE" (the path left out: the caller names the command),
+// started: CAUSE" (with the path: a hook's message names the hook, not its
+// program),
 // "timed out after TIMEOUT", "was interrupted", "was killed by signal
 // SIGKILL" or "exited N", then ": " and the last line of its stderr (else
 // of its stdout) when there is one. timeout is the limit the caller set (Spec.Timeout).
@@ -89,12 +89,7 @@ func (r Result) Describe(timeout time.Duration) string {
 	var why string
 	switch {
 	case r.StartErr != nil:
-		cause := r.StartErr
-		var pe *fs.PathError
-		if errors.As(cause, &pe) {
-			cause = pe.Err
-		}
-		why = fmt.Sprintf("could not be started: %v", cause)
+		why = fmt.Sprintf("could not be started: %v", r.StartErr)
 	case r.TimedOut:
 		why = fmt.Sprintf("timed out after %s", timeout)
 	case r.Canceled:

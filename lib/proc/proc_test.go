@@ -206,7 +206,7 @@ func TestDescribe(t *testing.T) {
 		r    Result
 		want string
 	}{
-		{Result{ExitCode: -1, StartErr: &fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOENT}}, "could not be started: no such file or directory"},
+		{Result{ExitCode: -1, StartErr: &fs.PathError{Op: "fork/exec", Path: "/x", Err: syscall.ENOENT}}, "could not be started: fork/exec /x: no such file or directory"},
 		{Result{ExitCode: -1, TimedOut: true, Signal: "SIGKILL", Stderr: "slow\n"}, "timed out after 5s: slow"},
 		{Result{ExitCode: -1, Canceled: true, Signal: "SIGTERM"}, "was interrupted"},
 		{Result{ExitCode: -1, Signal: "SIGKILL"}, "was killed by signal SIGKILL"},
