@@ -2,37 +2,13 @@ package driver
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
-	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
-
-// AlertsArgs are the flags of `crd-lock step alerts`.
-type AlertsArgs struct {
-	// Phase is the gate phase the checks run for (their phases: lists).
-	Phase string
-}
-
-// Register adds the alerts flags to fs (the child side).
-func (a *AlertsArgs) Register(fs *flag.FlagSet) {
-	fs.StringVar(&a.Phase, "phase", gate.PhasePreLock, "gate `phase`: pre-lock, under-lock or post-reboot")
-}
-
-// Args renders the flags (the daemon side).
-func (a AlertsArgs) Args() []string { return []string{"--phase", a.Phase} }
-
-// AlertsResult is the JSON of `step alerts`: exit 0 when every check
-// passed, 3 when one blocked.
-type AlertsResult struct {
-	report.Header
-	Phase string `json:"phase"`
-	// Checks are the alert and PromQL checks of the phase, in order.
-	Checks []gate.CheckResult `json:"checks"`
-}
 
 // childRemote runs the gate's alert and PromQL checks through `crd-lock
 // step alerts`: the daemon links no HTTP client (docs/architecture.md).
@@ -53,8 +29,8 @@ func remoteChecks(child Child, cfg config.Config) gate.Remote {
 // Check implements gate.Remote. A child that fails or answers no result
 // blocks (fail closed); an interruption is an error.
 func (r childRemote) Check(ctx context.Context, phase string) ([]gate.CheckResult, error) {
-	var res AlertsResult
-	code, err := r.child.Run(ctx, StepAlerts, AlertsArgs{Phase: phase}.Args(), r.cfg, &res)
+	var res protocol.AlertsResult
+	code, err := r.child.Run(ctx, protocol.StepAlerts, protocol.AlertsArgs{Phase: phase}, r.cfg, &res)
 	if code == exitcode.Interrupted || ctx.Err() != nil {
 		return nil, exitcode.Errorf(exitcode.Interrupted, "gate: the alert checks were interrupted")
 	}

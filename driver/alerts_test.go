@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
@@ -45,19 +47,19 @@ func TestRealGateAlertsChild(t *testing.T) {
 		{"no alert checks: no child", func() config.Config { c := withAlerts(); c.Gate.Alerts = nil; return c }, gate.PhasePreLock, nil,
 			nil, exitcode.OK, "health script " + script + " exited 0"},
 		{"quiet: the child's verdict, then the script", withAlerts, gate.PhasePreLock, &answer{code: exitcode.OK, json: quiet},
-			[]string{StepAlerts}, exitcode.OK, "no matching alert firing at http://am:9093 (alertmanager); health script " + script + " exited 0"},
+			[]string{protocol.StepAlerts}, exitcode.OK, "no matching alert firing at http://am:9093 (alertmanager); health script " + script + " exited 0"},
 		{"firing after the reboot blocks", withAlerts, gate.PhasePostReboot, &answer{code: exitcode.HealthBlocked, json: firing},
-			[]string{StepAlerts}, exitcode.HealthBlocked, "1 matching alert(s) firing at http://am:9093 (alertmanager): NodeDown"},
+			[]string{protocol.StepAlerts}, exitcode.HealthBlocked, "1 matching alert(s) firing at http://am:9093 (alertmanager): NodeDown"},
 		{"a child without an answer blocks", withAlerts, gate.PhasePreLock, &answer{code: exitcode.Internal, err: errors.New("driver: crd-lock step alerts was killed")},
-			[]string{StepAlerts}, exitcode.HealthBlocked, "alert checks unknown, so not rebooting: crd-lock step alerts exited 70: driver: crd-lock step alerts was killed"},
+			[]string{protocol.StepAlerts}, exitcode.HealthBlocked, "alert checks unknown, so not rebooting: crd-lock step alerts exited 70: driver: crd-lock step alerts was killed"},
 		{"a config error of the child blocks", withAlerts, gate.PhasePreLock, &answer{code: exitcode.Config, json: `{"tool":"crd-lock","exit_code":2,"error":"config stdin:3: bad"}`},
-			[]string{StepAlerts}, exitcode.HealthBlocked, "alert checks unknown, so not rebooting: crd-lock step alerts exited 2: config stdin:3: bad"},
+			[]string{protocol.StepAlerts}, exitcode.HealthBlocked, "alert checks unknown, so not rebooting: crd-lock step alerts exited 2: config stdin:3: bad"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			child := &fakeChild{answers: map[string]answer{}}
 			if tt.answer != nil {
-				child.answers[StepAlerts] = *tt.answer
+				child.answers[protocol.StepAlerts] = *tt.answer
 			}
 			g := RealGate{Runner: proc.Exec{}, Child: child}
 			r := g.Check(context.Background(), tt.cfg(), tt.phase, policy.Summary{})
@@ -68,8 +70,8 @@ func TestRealGateAlertsChild(t *testing.T) {
 				t.Errorf("child steps %q, want %q", child.steps(), tt.calls)
 			}
 			for _, a := range child.args {
-				if !slices.Equal(a, []string{"--phase", tt.phase}) {
-					t.Errorf("child args %q", a)
+				if a != (protocol.AlertsArgs{Phase: tt.phase}) {
+					t.Errorf("child args %+v", a)
 				}
 			}
 			if strings.Contains(r.Reason, "\n") {
@@ -79,22 +81,23 @@ func TestRealGateAlertsChild(t *testing.T) {
 	}
 }
 
-// The child gets gate.alerts and gate.promql intact through the YAML on its
-// stdin: a bound of 0 stays 0, an unset bound stays unset.
+// The child gets gate.alerts and gate.promql intact through the request on
+// its stdin: a bound of 0 stays 0, an unset bound stays unset.
 func TestAlertsConfigRoundTrip(t *testing.T) {
 	zero := 0.0
 	cfg := config.Default()
 	cfg.NodeName = "n1"
 	cfg.Gate.Alerts = []config.AlertCheck{{URL: "http://u:pw@am:9093", Match: []string{`instance=~"{{.Node}}:.*"`}, Phases: []string{gate.PhasePostReboot}}}
 	cfg.Gate.PromQL = []config.PromQLCheck{{URL: "http://prom:9090", Expr: "up", Max: &zero}}
-	b, err := MarshalConfig(cfg)
+	b, err := ExecChild{}.request(protocol.StepAlerts, protocol.AlertsArgs{Phase: gate.PhasePostReboot}, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := config.Parse("stdin", b)
-	if err != nil {
-		t.Fatal(err)
+	var req protocol.Request
+	if err := json.Unmarshal(b, &req); err != nil || req.Config == nil {
+		t.Fatalf("%v\n%s", err, b)
 	}
+	got := *req.Config
 	if err := config.Validate(&got, "stdin", nil); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}

@@ -3,19 +3,17 @@ package driver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-	"gopkg.in/yaml.v3"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
@@ -28,14 +26,16 @@ const maxChildOutput = 4 << 20
 // lease and exit before it is killed.
 const DefaultStopGrace = 10 * time.Second
 
-// Child runs one cluster step. Run decodes the child's one JSON object into
-// out and returns its exit code; err is set only when the child could not
-// be run or did not answer with JSON (then code says what that maps to).
+// Child runs one cluster step: step with args (one of protocol's *Args
+// values, nil for none) over cfg. Run decodes the child's one JSON object
+// into out and returns its exit code; err is set only when the child could
+// not be run or did not answer with JSON (then code says what that maps
+// to).
 type Child interface {
-	Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error)
+	Run(ctx context.Context, step string, args any, cfg config.Config, out any) (exitcode.Code, error)
 }
 
-// ExecChild runs `Path step NAME ARGS…` for real.
+// ExecChild runs `Path step NAME` for real, its protocol.Request on stdin.
 type ExecChild struct {
 	// Path is the crd-lock binary.
 	Path string
@@ -45,33 +45,23 @@ type ExecChild struct {
 	Env []string
 	// Grace is the time between SIGTERM and SIGKILL when ctx ends (0: DefaultStopGrace).
 	Grace time.Duration
-	// Root, when set, is passed as --root: the child must read the same
+	// Root, when set, is the request's root: the child must read the same
 	// boot id and detector files as the daemon (tests, containers).
 	Root string
-	// LogLevel and LogFormat, when set, are passed as --log-level and
-	// --log-format, so that the child's lines on the shared stderr (the
-	// journal) look like the parent's and follow its level.
+	// LogLevel and LogFormat, when set, are the request's, so that the
+	// child's lines on the shared stderr (the journal) look like the
+	// parent's and follow its level.
 	LogLevel, LogFormat string
 }
 
 // Run implements Child. When ctx ends the child gets SIGTERM (it releases
 // its lease and exits 130), and SIGKILL after Grace.
-func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error) {
-	stdin, err := MarshalConfig(cfg)
+func (c ExecChild) Run(ctx context.Context, step string, args any, cfg config.Config, out any) (exitcode.Code, error) {
+	stdin, err := c.request(step, args, &cfg)
 	if err != nil {
 		return exitcode.Internal, err
 	}
-	argv := []string{ChildCommand, step}
-	if c.Root != "" && step != StepServeMetrics {
-		argv = append(argv, "--root", c.Root)
-	}
-	if c.LogLevel != "" {
-		argv = append(argv, "--log-level", c.LogLevel)
-	}
-	if c.LogFormat != "" {
-		argv = append(argv, "--log-format", c.LogFormat)
-	}
-	cmd := exec.Command(c.Path, append(argv, args...)...)
+	cmd := exec.Command(c.Path, protocol.ChildCommand, step)
 	cmd.Env = c.Env
 	// Should the daemon die without stopping it (SIGKILL, the OOM killer, a
 	// supervisor that kills only the main process), the child gets SIGTERM:
@@ -84,7 +74,7 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 	// (docs/performance.md, "Wakeups"). Pipes remain the fallback.
 	var stdout limitedBuffer
 	stdout.max = maxChildOutput
-	inFile, outFile := memFile("crd-config", stdin), memFile("crd-result", nil)
+	inFile, outFile := memFile("crd-request", stdin), memFile("crd-result", nil)
 	defer closeFiles(inFile, outFile)
 	if inFile != nil && outFile != nil {
 		cmd.Stdin, cmd.Stdout = inFile, outFile
@@ -145,7 +135,7 @@ func (c ExecChild) Run(ctx context.Context, step string, args []string, cfg conf
 			_, _ = io.Copy(&stdout, outFile)
 		}
 	}
-	if err := DecodeResult(stdout.Bytes(), out); err != nil {
+	if err := protocol.DecodeResult(stdout.Bytes(), out); err != nil {
 		// Without a result, exit 0 or 1 is no answer: above all not "no
 		// reboot needed", which would make the node look idle.
 		if code == exitcode.OK || code == exitcode.No {
@@ -215,33 +205,16 @@ func closeFiles(fs ...*os.File) {
 	}
 }
 
-// MarshalConfig renders cfg as the YAML the child reads on stdin.
-func MarshalConfig(cfg config.Config) ([]byte, error) {
-	b, err := yaml.Marshal(cfg)
+// request is the document a child of step reads on stdin: step's
+// protocol.Request with args and cfg (nil: none), the daemon's root and
+// logging.
+func (c ExecChild) request(step string, args any, cfg *config.Config) ([]byte, error) {
+	req, err := protocol.NewRequest(step, args, cfg)
 	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Internal, "driver: encode configuration for the child: %w", err)
+		return nil, err
 	}
-	return b, nil
-}
-
-// DecodeResult decodes the one JSON object of a child's stdout into out
-// (the last non-empty line, should anything else have been printed).
-func DecodeResult(stdout []byte, out any) error {
-	text := strings.TrimSpace(string(stdout))
-	if text == "" {
-		return errors.New("empty output")
-	}
-	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
-		text = text[i+1:]
-	}
-	if out == nil {
-		var ignore map[string]any
-		out = &ignore
-	}
-	if err := json.Unmarshal([]byte(text), out); err != nil {
-		return fmt.Errorf("output is not one JSON object: %v", err)
-	}
-	return nil
+	req.Root, req.LogLevel, req.LogFormat = c.Root, c.LogLevel, c.LogFormat
+	return req.Encode()
 }
 
 // limitedBuffer keeps at most max bytes.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
@@ -114,7 +115,7 @@ func (d *Driver) PublishedAt() time.Time {
 // published keeps what a publication read: the whole view when it read
 // one, else the pause alone (the rest of the last view, and its ReadAt,
 // stay as they were).
-func (d *Driver) published(res PublishResult, at time.Time) {
+func (d *Driver) published(res protocol.PublishResult, at time.Time) {
 	if d.metrics != nil {
 		halted := res.Halted != nil || (res.View != nil && res.View.Halted != nil)
 		d.metrics.RolloutHalted.Set(map[bool]float64{false: 0, true: 1}[halted])
@@ -193,8 +194,8 @@ func (d *Driver) Summary() policy.Summary {
 
 // readView reads the view through the status step (no write).
 func (d *Driver) readView(ctx context.Context, cfg config.Config) error {
-	var res StatusResult
-	code, err := d.deps.Child.Run(ctx, StepStatus, nil, cfg, &res)
+	var res protocol.StatusResult
+	code, err := d.deps.Child.Run(ctx, protocol.StepStatus, nil, cfg, &res)
 	if err != nil {
 		return exitcode.New(code, err)
 	}
@@ -332,10 +333,10 @@ func (d *Driver) finish(cfg config.Config, now time.Time, out *Outcome) {
 		st.Detail = "dry run: would reboot now"
 	default:
 		st.State = policy.StateBlocked
-		if out.Reason == ReasonRebootInProgress && out.Step == 0 {
+		if out.Reason == protocol.ReasonRebootInProgress && out.Step == 0 {
 			st.State = policy.StateRebooting
 		}
-		if out.Reason == ReasonPostReboot {
+		if out.Reason == protocol.ReasonPostReboot {
 			st.State = policy.StatePostReboot
 		}
 	}
@@ -366,7 +367,7 @@ func (d *Driver) logOutcome(cfg config.Config, out *Outcome) {
 	for _, s := range out.Steps {
 		if s.Name == "health" || s.Name == "post_reboot_health" {
 			status := "healthy"
-			if s.Decision == DecisionBlock || out.Reason == ReasonHealth {
+			if s.Decision == DecisionBlock || out.Reason == protocol.ReasonHealth {
 				status = "unhealthy"
 			}
 			attrs = append(attrs, "health_status", status)
@@ -380,8 +381,8 @@ func (d *Driver) logOutcome(cfg config.Config, out *Outcome) {
 	if out.Action == ActionBlocked {
 		msg = "cycle blocked: " + out.Reason
 		// Once per episode (the limiter below): what needs an operator.
-		if out.Reason == ReasonRebootLoop || out.Reason == ReasonRebootFailed || out.Reason == ReasonDetector ||
-			out.Reason == ReasonConflict || out.Reason == ReasonHalted {
+		if out.Reason == protocol.ReasonRebootLoop || out.Reason == protocol.ReasonRebootFailed || out.Reason == protocol.ReasonDetector ||
+			out.Reason == protocol.ReasonConflict || out.Reason == protocol.ReasonHalted {
 			level = slog.LevelWarn
 		}
 	}

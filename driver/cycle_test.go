@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -73,77 +74,77 @@ func TestRunOnce(t *testing.T) {
 		detail   string // substring
 	}{
 		{name: "not needed: idle, no child", setup: func(w *world, _ *config.Config, _ *Driver) { w.detect.required = false },
-			action: ActionIdle, reason: ReasonNotNeeded, code: exitcode.No, step: 2},
+			action: ActionIdle, reason: protocol.ReasonNotNeeded, code: exitcode.No, step: 2},
 		{name: "kill switch file", setup: func(w *world, _ *config.Config, _ *Driver) { w.kill = true },
-			action: ActionBlocked, reason: ReasonKillSwitch, code: exitcode.KillSwitch, step: 1, detail: "freeze"},
+			action: ActionBlocked, reason: protocol.ReasonKillSwitch, code: exitcode.KillSwitch, step: 1, detail: "freeze"},
 		{name: "cluster pause in the last view", setup: func(w *world, _ *config.Config, d *Driver) {
 			d.SetView(policy.View{ReadAt: testNow, Paused: &policy.Pause{Reason: "incident 7", By: "alice"}})
-		}, action: ActionBlocked, reason: ReasonPaused, code: exitcode.KillSwitch, step: 1, detail: "incident 7"},
+		}, action: ActionBlocked, reason: protocol.ReasonPaused, code: exitcode.KillSwitch, step: 1, detail: "incident 7"},
 		{name: "detector error", setup: func(w *world, _ *config.Config, _ *Driver) {
 			w.detect.err = exitcode.Errorf(exitcode.DetectorError, "detect: needs-restarting: exit 4")
-		}, action: ActionBlocked, reason: ReasonDetector, code: exitcode.DetectorError, step: 2},
+		}, action: ActionBlocked, reason: protocol.ReasonDetector, code: exitcode.DetectorError, step: 2},
 		{name: "window closed", setup: func(w *world, _ *config.Config, _ *Driver) { w.windows.open = false },
-			action: ActionBlocked, reason: ReasonWindow, code: exitcode.WindowClosed, step: 3, detail: "deny window"},
+			action: ActionBlocked, reason: protocol.ReasonWindow, code: exitcode.WindowClosed, step: 3, detail: "deny window"},
 		{name: "window config error", setup: func(w *world, _ *config.Config, _ *Driver) { w.windows.err = errors.New("bad zone") },
-			action: ActionBlocked, reason: ReasonWindow, code: exitcode.WindowClosed, step: 3},
+			action: ActionBlocked, reason: protocol.ReasonWindow, code: exitcode.WindowClosed, step: 3},
 		{name: "policy: too few healthy nodes, view refreshed first", setup: func(w *world, cfg *config.Config, d *Driver) {
 			d.SetView(policy.View{ReadAt: testNow.Add(-time.Hour)})
 			cfg.ClusterPolicies.MinHealthyAbsolute = 2
-			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-a","state":"needs_reboot"},{"node":"node-b","state":"rebooting"}],"read_at":"2026-11-29T02:58:59Z"}}`}
-		}, action: ActionBlocked, reason: ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{StepPublish}, detail: "min_healthy_absolute"},
+			w.child.answers[protocol.StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-a","state":"needs_reboot"},{"node":"node-b","state":"rebooting"}],"read_at":"2026-11-29T02:58:59Z"}}`}
+		}, action: ActionBlocked, reason: protocol.ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{protocol.StepPublish}, detail: "min_healthy_absolute"},
 		{name: "policy without any view", setup: func(w *world, cfg *config.Config, d *Driver) {
 			d.SetView(policy.View{})
 			cfg.ClusterPolicies.MinHealthyFraction = 0.5
-			w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
-		}, action: ActionBlocked, reason: ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{StepPublish}, detail: "cluster_view"},
+			w.child.answers[protocol.StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+		}, action: ActionBlocked, reason: protocol.ReasonPolicy, code: exitcode.HealthBlocked, step: 4, children: []string{protocol.StepPublish}, detail: "cluster_view"},
 		{name: "pre-lock health gate", setup: func(w *world, _ *config.Config, _ *Driver) { w.gate.unhealthy["pre-lock"] = true },
-			action: ActionBlocked, reason: ReasonHealth, code: exitcode.HealthBlocked, step: 4, detail: "quorum lost"},
+			action: ActionBlocked, reason: protocol.ReasonHealth, code: exitcode.HealthBlocked, step: 4, detail: "quorum lost"},
 		{name: "child reboots", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{json: rebootingJSON}
-		}, action: ActionRebooting, code: exitcode.OK, step: 7, children: []string{StepCycle}},
+			w.child.answers[protocol.StepCycle] = answer{json: rebootingJSON}
+		}, action: ActionRebooting, code: exitcode.OK, step: 7, children: []string{protocol.StepCycle}},
 		{name: "child dry run", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{json: dryRunJSON}
-		}, action: ActionDryRun, code: exitcode.OK, step: 7, children: []string{StepCycle}},
+			w.child.answers[protocol.StepCycle] = answer{json: dryRunJSON}
+		}, action: ActionDryRun, code: exitcode.OK, step: 7, children: []string{protocol.StepCycle}},
 		{name: "child: lock busy", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{code: exitcode.LockBusy, json: `{"exit_code":4,"outcome":"blocked","reason":"lock_busy","detail":"held by node-b"}`}
-		}, action: ActionBlocked, reason: ReasonLockBusy, code: exitcode.LockBusy, step: 5, children: []string{StepCycle}, backoff: true, detail: "node-b"},
+			w.child.answers[protocol.StepCycle] = answer{code: exitcode.LockBusy, json: `{"exit_code":4,"outcome":"blocked","reason":"lock_busy","detail":"held by node-b"}`}
+		}, action: ActionBlocked, reason: protocol.ReasonLockBusy, code: exitcode.LockBusy, step: 5, children: []string{protocol.StepCycle}, backoff: true, detail: "node-b"},
 		{name: "child: under-lock health", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{code: exitcode.HealthBlocked, json: `{"exit_code":3,"outcome":"blocked","reason":"health","detail":"under-lock: exited 1"}`}
-		}, action: ActionBlocked, reason: ReasonHealth, code: exitcode.HealthBlocked, step: 5, children: []string{StepCycle}, backoff: true},
+			w.child.answers[protocol.StepCycle] = answer{code: exitcode.HealthBlocked, json: `{"exit_code":3,"outcome":"blocked","reason":"health","detail":"under-lock: exited 1"}`}
+		}, action: ActionBlocked, reason: protocol.ReasonHealth, code: exitcode.HealthBlocked, step: 5, children: []string{protocol.StepCycle}, backoff: true},
 		{name: "child: slots full", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{code: exitcode.HealthBlocked, json: `{"exit_code":3,"outcome":"blocked","reason":"reboot_in_progress"}`}
-		}, action: ActionBlocked, reason: ReasonRebootInProgress, code: exitcode.HealthBlocked, step: 5, children: []string{StepCycle}, backoff: true},
+			w.child.answers[protocol.StepCycle] = answer{code: exitcode.HealthBlocked, json: `{"exit_code":3,"outcome":"blocked","reason":"reboot_in_progress"}`}
+		}, action: ActionBlocked, reason: protocol.ReasonRebootInProgress, code: exitcode.HealthBlocked, step: 5, children: []string{protocol.StepCycle}, backoff: true},
 		{name: "child: no longer needed under the lock (debounce)", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{code: exitcode.No, json: `{"exit_code":1,"outcome":"blocked","reason":"not_needed"}`}
-		}, action: ActionIdle, reason: ReasonNotNeeded, code: exitcode.No, step: 5, children: []string{StepCycle}},
+			w.child.answers[protocol.StepCycle] = answer{code: exitcode.No, json: `{"exit_code":1,"outcome":"blocked","reason":"not_needed"}`}
+		}, action: ActionIdle, reason: protocol.ReasonNotNeeded, code: exitcode.No, step: 5, children: []string{protocol.StepCycle}},
 		{name: "child: hook failed", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{code: exitcode.RebootFailed, json: `{"exit_code":9,"outcome":"blocked","reason":"hook","detail":"hook drain exited 1"}`}
-		}, action: ActionBlocked, reason: ReasonHook, code: exitcode.RebootFailed, step: 5, children: []string{StepCycle}, backoff: true},
+			w.child.answers[protocol.StepCycle] = answer{code: exitcode.RebootFailed, json: `{"exit_code":9,"outcome":"blocked","reason":"hook","detail":"hook drain exited 1"}`}
+		}, action: ActionBlocked, reason: protocol.ReasonHook, code: exitcode.RebootFailed, step: 5, children: []string{protocol.StepCycle}, backoff: true},
 		{name: "child without a reason: taken from its exit code", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd: context deadline exceeded"}`}
-		}, action: ActionBlocked, reason: ReasonEtcd, code: exitcode.EtcdUnavailable, step: 5, children: []string{StepCycle}, backoff: true, detail: "deadline"},
+			w.child.answers[protocol.StepCycle] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd: context deadline exceeded"}`}
+		}, action: ActionBlocked, reason: protocol.ReasonEtcd, code: exitcode.EtcdUnavailable, step: 5, children: []string{protocol.StepCycle}, backoff: true, detail: "deadline"},
 		{name: "child that cannot start", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{code: exitcode.EtcdUnavailable, err: errors.New("cannot start crd-lock")}
-		}, action: ActionBlocked, reason: ReasonEtcd, code: exitcode.EtcdUnavailable, step: 5, children: []string{StepCycle}, backoff: true},
+			w.child.answers[protocol.StepCycle] = answer{code: exitcode.EtcdUnavailable, err: errors.New("cannot start crd-lock")}
+		}, action: ActionBlocked, reason: protocol.ReasonEtcd, code: exitcode.EtcdUnavailable, step: 5, children: []string{protocol.StepCycle}, backoff: true},
 		{name: "child says exit 0 but not rebooting: never a reboot", setup: func(w *world, _ *config.Config, _ *Driver) {
-			w.child.answers[StepCycle] = answer{json: `{"exit_code":0,"outcome":"weird"}`}
-		}, action: ActionBlocked, reason: ReasonEtcd, step: 5, code: exitcode.EtcdUnavailable, children: []string{StepCycle}, backoff: true},
+			w.child.answers[protocol.StepCycle] = answer{json: `{"exit_code":0,"outcome":"weird"}`}
+		}, action: ActionBlocked, reason: protocol.ReasonEtcd, step: 5, code: exitcode.EtcdUnavailable, children: []string{protocol.StepCycle}, backoff: true},
 		{name: "reboot loop: max_reboots_per_day reached", setup: func(w *world, cfg *config.Config, _ *Driver) {
 			h := History{Reboots: []HistoryEntry{{At: testNow.Add(-20 * time.Hour), BootID: "a"}, {At: testNow.Add(-time.Hour), BootID: "b"}}}
 			if err := WriteHistory(w.stateDir, h); err != nil {
 				panic(err)
 			}
-		}, action: ActionBlocked, reason: ReasonRebootLoop, code: exitcode.RebootLoop, step: 2, detail: "2 reboots in the last 24 hours", children: []string{StepFailure}},
+		}, action: ActionBlocked, reason: protocol.ReasonRebootLoop, code: exitcode.RebootLoop, step: 2, detail: "2 reboots in the last 24 hours", children: []string{protocol.StepFailure}},
 		{name: "a package manager is mid-transaction: blocked before the lock, no child", setup: func(w *world, _ *config.Config, _ *Driver) {
 			w.busy = exitcode.Errorf(exitcode.PackageManagerBusy, "pkgbusy: dpkg is mid-transaction: /var/lib/dpkg/lock is locked by pid 42 (dpkg); no reboot now")
-		}, action: ActionBlocked, reason: ReasonPackageManagerBusy, code: exitcode.PackageManagerBusy, step: 2, detail: "/var/lib/dpkg/lock is locked by pid 42 (dpkg)"},
+		}, action: ActionBlocked, reason: protocol.ReasonPackageManagerBusy, code: exitcode.PackageManagerBusy, step: 2, detail: "/var/lib/dpkg/lock is locked by pid 42 (dpkg)"},
 		{name: "old reboots do not count", setup: func(w *world, cfg *config.Config, _ *Driver) {
 			h := History{Reboots: []HistoryEntry{{At: testNow.Add(-30 * time.Hour), BootID: "a"}, {At: testNow.Add(-time.Hour), BootID: "b"}}}
 			if err := WriteHistory(w.stateDir, h); err != nil {
 				panic(err)
 			}
-			w.child.answers[StepCycle] = answer{json: dryRunJSON}
-		}, action: ActionDryRun, code: exitcode.OK, step: 7, children: []string{StepCycle}},
+			w.child.answers[protocol.StepCycle] = answer{json: dryRunJSON}
+		}, action: ActionDryRun, code: exitcode.OK, step: 7, children: []string{protocol.StepCycle}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,16 +179,16 @@ func TestRunOnce(t *testing.T) {
 // once no reboot is needed.
 func TestAttemptsAndStatus(t *testing.T) {
 	w := newWorld(t)
-	w.child.answers[StepCycle] = answer{code: exitcode.LockBusy, json: `{"exit_code":4,"outcome":"blocked","reason":"lock_busy"}`}
+	w.child.answers[protocol.StepCycle] = answer{code: exitcode.LockBusy, json: `{"exit_code":4,"outcome":"blocked","reason":"lock_busy"}`}
 	cfg := testConfig(w)
 	d := newDriver(t, w, cfg, nil)
 	for i := 1; i <= 2; i++ {
 		out := d.RunOnce(context.Background(), Mode{})
-		if out.Attempt != i || !slices.Equal(w.child.args[i-1], []string{"--attempt", string(rune('0' + i))}) {
+		if out.Attempt != i || w.child.args[i-1] != (protocol.CycleArgs{Attempt: i}) {
 			t.Fatalf("attempt %d args %v", out.Attempt, w.child.args[i-1])
 		}
 	}
-	if st := d.Status(); st.State != policy.StateBlocked || st.Reason != ReasonLockBusy || !st.RebootRequired || !st.LastCheck.Equal(testNow) {
+	if st := d.Status(); st.State != policy.StateBlocked || st.Reason != protocol.ReasonLockBusy || !st.RebootRequired || !st.LastCheck.Equal(testNow) {
 		t.Errorf("status %+v", st)
 	}
 	w.detect.set(false)
@@ -199,7 +200,7 @@ func TestAttemptsAndStatus(t *testing.T) {
 	if out := d.RunOnce(context.Background(), Mode{}); out.Attempt != 1 {
 		t.Errorf("attempt after idle: %d", out.Attempt)
 	}
-	if got := d.metrics.Blocked.Value(ReasonLockBusy); got != 3 {
+	if got := d.metrics.Blocked.Value(protocol.ReasonLockBusy); got != 3 {
 		t.Errorf("blocked{lock_busy} = %v", got)
 	}
 }
@@ -213,15 +214,15 @@ func TestWatchStopsChild(t *testing.T) {
 		reason string
 		action string
 	}{
-		{"kill switch set", func(w *world, _ *Driver) { w.setKill(true) }, ReasonKillSwitch, ActionBlocked},
-		{"window closed", func(w *world, _ *Driver) { w.windows.setOpen(false) }, ReasonWindow, ActionBlocked},
-		{"no longer needed", func(w *world, _ *Driver) { w.detect.set(false) }, ReasonNotNeeded, ActionIdle},
-		{"reload", func(_ *world, d *Driver) { d.Interrupt("configuration reloaded") }, ReasonInterrupted, ActionBlocked},
+		{"kill switch set", func(w *world, _ *Driver) { w.setKill(true) }, protocol.ReasonKillSwitch, ActionBlocked},
+		{"window closed", func(w *world, _ *Driver) { w.windows.setOpen(false) }, protocol.ReasonWindow, ActionBlocked},
+		{"no longer needed", func(w *world, _ *Driver) { w.detect.set(false) }, protocol.ReasonNotNeeded, ActionIdle},
+		{"reload", func(_ *world, d *Driver) { d.Interrupt("configuration reloaded") }, protocol.ReasonInterrupted, ActionBlocked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
-			w.child.answers[StepCycle] = answer{block: true}
+			w.child.answers[protocol.StepCycle] = answer{block: true}
 			w.child.started = make(chan struct{})
 			d := newDriver(t, w, testConfig(w), nil)
 			d.WatchEvery = time.Millisecond
@@ -233,7 +234,7 @@ func TestWatchStopsChild(t *testing.T) {
 			if out.Reason != tt.reason || out.Action != tt.action || out.Step != 5 {
 				t.Fatalf("got %s/%s step %d: %s", out.Action, out.Reason, out.Step, out.Detail)
 			}
-			if tt.reason != ReasonNotNeeded && !strings.HasPrefix(out.Detail, "stopped waiting for the lock: ") {
+			if tt.reason != protocol.ReasonNotNeeded && !strings.HasPrefix(out.Detail, "stopped waiting for the lock: ") {
 				t.Errorf("detail %q", out.Detail)
 			}
 		})
@@ -242,14 +243,14 @@ func TestWatchStopsChild(t *testing.T) {
 	// detail says so when the child already held the lock.
 	t.Run("window closed under the lock", func(t *testing.T) {
 		w := newWorld(t)
-		w.child.answers[StepCycle] = answer{block: true, blockJSON: `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted",` +
+		w.child.answers[protocol.StepCycle] = answer{block: true, blockJSON: `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted",` +
 			`"outcome":"blocked","reason":"interrupted","lease_id":"694d9a","fencing_token":42}`}
 		w.child.started = make(chan struct{})
 		d := newDriver(t, w, testConfig(w), nil)
 		d.WatchEvery = time.Millisecond
 		go func() { <-w.child.started; w.windows.setOpen(false) }()
 		out := d.RunOnce(context.Background(), Mode{})
-		if out.Reason != ReasonWindow || !strings.HasPrefix(out.Detail, "stopped under the lock, before the reboot command") {
+		if out.Reason != protocol.ReasonWindow || !strings.HasPrefix(out.Detail, "stopped under the lock, before the reboot command") {
 			t.Fatalf("got %s: %s", out.Reason, out.Detail)
 		}
 	})
@@ -257,11 +258,11 @@ func TestWatchStopsChild(t *testing.T) {
 	// waits, and an emergency one for the windows: neither stops it.
 	t.Run("requested, emergency: not stopped", func(t *testing.T) {
 		w := newWorld(t)
-		w.child.answers[StepCycle] = answer{block: true, blockJSON: `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted","outcome":"blocked","reason":"interrupted"}`}
+		w.child.answers[protocol.StepCycle] = answer{block: true, blockJSON: `{"tool":"crd-lock","exit_code":130,"exit_name":"interrupted","outcome":"blocked","reason":"interrupted"}`}
 		w.child.started = make(chan struct{})
 		node := testConfig(w).NodeName
 		req := `{"node":"` + node + `","now":true,"reason":"CVE","by":"op","since":"2026-11-29T02:00:00Z"}`
-		w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"request":` + req + `}`}
+		w.child.answers[protocol.StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"request":` + req + `}`}
 		d := newDriver(t, w, testConfig(w), nil)
 		d.WatchEvery = time.Millisecond
 		d.SetView(policy.View{}) // stale: the cycle publishes, and reads the request
@@ -275,19 +276,19 @@ func TestWatchStopsChild(t *testing.T) {
 			cancel()
 		}()
 		out := d.RunOnce(ctx, Mode{})
-		if out.Reason != ReasonInterrupted {
+		if out.Reason != protocol.ReasonInterrupted {
 			t.Fatalf("got %s: %s; the request and --now must keep the child waiting (steps %q)", out.Reason, out.Detail, w.child.steps())
 		}
 	})
 	t.Run("daemon stopping", func(t *testing.T) {
 		w := newWorld(t)
-		w.child.answers[StepCycle] = answer{block: true}
+		w.child.answers[protocol.StepCycle] = answer{block: true}
 		w.child.started = make(chan struct{})
 		d := newDriver(t, w, testConfig(w), nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-w.child.started; cancel() }()
 		out := d.RunOnce(ctx, Mode{})
-		if out.Reason != ReasonInterrupted || out.Code() != exitcode.Interrupted || out.backoff {
+		if out.Reason != protocol.ReasonInterrupted || out.Code() != exitcode.Interrupted || out.backoff {
 			t.Fatalf("%+v", out)
 		}
 	})
@@ -295,25 +296,25 @@ func TestWatchStopsChild(t *testing.T) {
 
 func TestPublish(t *testing.T) {
 	w := newWorld(t)
-	w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-b","state":"idle"}],"read_at":"2026-11-29T02:58:00Z"}}`}
+	w.child.answers[protocol.StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[{"node":"node-b","state":"idle"}],"read_at":"2026-11-29T02:58:00Z"}}`}
 	d := newDriver(t, w, testConfig(w), nil)
-	d.setStatus(Status{State: policy.StateBlocked, Reason: ReasonWindow, Detail: "inside deny window", RebootRequired: true, LastCheck: testNow})
+	d.setStatus(Status{State: policy.StateBlocked, Reason: protocol.ReasonWindow, Detail: "inside deny window", RebootRequired: true, LastCheck: testNow})
 	if err := d.Publish(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--state", "blocked", "--reboot-required=true", "--last-check", "2026-11-29T02:59:00Z", "--detail", "window: inside deny window",
-		"--blocked-since", "2026-11-29T02:59:00Z", "--blocked-reason", "window"}
-	if !slices.Equal(w.child.args[0], want) {
-		t.Errorf("args %q", w.child.args[0])
+	want := protocol.PublishArgs{State: "blocked", RebootRequired: true, LastCheck: testNow, Detail: "window: inside deny window",
+		BlockedSince: testNow, BlockedReason: "window"}
+	if got := publishArgs(t, w.child, 0); got != want {
+		t.Errorf("args %+v, want %+v", got, want)
 	}
 	if v := d.View(); len(v.Nodes) != 1 || v.Nodes[0].Node != "node-b" {
 		t.Errorf("view %+v", v)
 	}
-	w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+	w.child.answers[protocol.StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
 	if err := d.Publish(context.Background()); exitcode.CodeOf(err) != exitcode.EtcdUnavailable {
 		t.Errorf("err %v", err)
 	}
-	w.child.answers[StepPublish] = answer{code: exitcode.Internal, err: errors.New("no JSON")}
+	w.child.answers[protocol.StepPublish] = answer{code: exitcode.Internal, err: errors.New("no JSON")}
 	if err := d.Publish(context.Background()); exitcode.CodeOf(err) != exitcode.Internal {
 		t.Errorf("err %v", err)
 	}
@@ -330,14 +331,14 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 	old := policy.View{Nodes: []policy.NodeRecord{{Node: "node-b", State: policy.StateIdle}}, ReadAt: testNow.Add(-10 * time.Minute)}
 	t.Run("idle publication: pause only", func(t *testing.T) {
 		w := newWorld(t)
-		w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"paused":{"v":1,"reason":"incident 9","by":"bob","since":"2026-11-29T02:00:00Z"}}`}
+		w.child.answers[protocol.StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"paused":{"v":1,"reason":"incident 9","by":"bob","since":"2026-11-29T02:00:00Z"}}`}
 		d := newDriver(t, w, testConfig(w), nil)
 		d.SetView(old)
 		if err := d.Publish(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if slices.Contains(w.child.args[0], "--read-view") {
-			t.Errorf("idle publication asked for the view: %q", w.child.args[0])
+		if publishArgs(t, w.child, 0).ReadView {
+			t.Errorf("idle publication asked for the view: %+v", w.child.args[0])
 		}
 		v := d.View()
 		if len(v.Nodes) != 1 || v.Nodes[0].Node != "node-b" || !v.ReadAt.Equal(old.ReadAt) || v.Paused == nil || v.Paused.Reason != "incident 9" {
@@ -346,10 +347,10 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 		if !d.PublishedAt().Equal(testNow) {
 			t.Errorf("PublishedAt %v", d.PublishedAt())
 		}
-		if out := d.RunOnce(context.Background(), Mode{}); out.Reason != ReasonPaused || out.Step != 1 {
+		if out := d.RunOnce(context.Background(), Mode{}); out.Reason != protocol.ReasonPaused || out.Step != 1 {
 			t.Errorf("cycle after the pause was seen: %s/%s step %d", out.Action, out.Reason, out.Step)
 		}
-		w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0}`}
+		w.child.answers[protocol.StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0}`}
 		if err := d.Publish(context.Background()); err != nil || d.View().Paused != nil {
 			t.Errorf("a publication without a pause left %+v (%v)", d.View().Paused, err)
 		}
@@ -373,21 +374,21 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 			if tt.policies {
 				cfg.ClusterPolicies.MinHealthyAbsolute = 1
 			}
-			w.child.answers[StepPublish] = answer{json: withSummary}
-			w.child.answers[StepCycle] = answer{json: dryRunJSON}
+			w.child.answers[protocol.StepPublish] = answer{json: withSummary}
+			w.child.answers[protocol.StepCycle] = answer{json: dryRunJSON}
 			d := newDriver(t, w, cfg, nil)
 			d.SetView(policy.View{Nodes: []policy.NodeRecord{{Node: "node-b", State: policy.StateIdle}}, ReadAt: testNow.Add(-tt.viewAge)})
 			out := d.RunOnce(context.Background(), Mode{})
-			want := []string{StepCycle}
+			want := []string{protocol.StepCycle}
 			if tt.readsView {
-				want = []string{StepPublish, StepCycle}
+				want = []string{protocol.StepPublish, protocol.StepCycle}
 			}
 			if !slices.Equal(w.child.steps(), want) {
 				t.Fatalf("child steps %v, want %v (%s/%s: %s)", w.child.steps(), want, out.Action, out.Reason, out.Detail)
 			}
 			if tt.readsView {
-				if !slices.Contains(w.child.args[0], "--read-summary") || slices.Contains(w.child.args[0], "--read-view") {
-					t.Errorf("refresh without --read-summary, or with the whole view: %q", w.child.args[0])
+				if a := publishArgs(t, w.child, 0); !a.ReadSummary || a.ReadView {
+					t.Errorf("refresh without read_summary, or with the whole view: %+v", a)
 				}
 				if got := w.gate.sums[0]; got.ClusterSize != 2 {
 					t.Errorf("the gate saw %+v, want the summary just read (2 nodes)", got)
@@ -397,12 +398,12 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 	}
 	t.Run("simulate reads the view without writing the record", func(t *testing.T) {
 		w := newWorld(t)
-		w.child.answers[StepStatus] = answer{json: withView}
-		w.child.answers[StepCycle] = answer{json: dryRunJSON}
+		w.child.answers[protocol.StepStatus] = answer{json: withView}
+		w.child.answers[protocol.StepCycle] = answer{json: dryRunJSON}
 		d := newDriver(t, w, testConfig(w), nil)
 		d.SetView(policy.View{})
 		d.RunOnce(context.Background(), Mode{Simulate: true})
-		if got := w.child.steps(); !slices.Equal(got, []string{StepStatus, StepCycle}) {
+		if got := w.child.steps(); !slices.Equal(got, []string{protocol.StepStatus, protocol.StepCycle}) {
 			t.Fatalf("child steps %v, want status (no publication), then cycle", got)
 		}
 		if len(w.gate.sums) != 1 || w.gate.sums[0].ClusterSize != 2 {
@@ -413,12 +414,12 @@ func TestViewReadOnlyWhenUsed(t *testing.T) {
 		w := newWorld(t)
 		writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 		w.detect.required = false
-		w.child.answers[StepPublish] = answer{json: withSummary}
+		w.child.answers[protocol.StepPublish] = answer{json: withSummary}
 		d := newDriver(t, w, testConfig(w), nil)
 		d.SetView(policy.View{})
 		d.RunOnce(context.Background(), Mode{})
-		if steps := w.child.steps(); len(steps) == 0 || steps[0] != StepPublish || !slices.Contains(w.child.args[0], "--read-summary") {
-			t.Fatalf("child steps %v %q, want a publication with --read-summary first", steps, w.child.args)
+		if steps := w.child.steps(); len(steps) == 0 || steps[0] != protocol.StepPublish || !publishArgs(t, w.child, 0).ReadSummary {
+			t.Fatalf("child steps %v %+v, want a publication with read_summary first", steps, w.child.args)
 		}
 		if len(w.gate.phases) != 1 || w.gate.phases[0] != "post-reboot" || w.gate.sums[0].ClusterSize != 2 {
 			t.Errorf("post-reboot gate: phases %v, summary %+v", w.gate.phases, w.gate.sums)
@@ -458,15 +459,15 @@ func TestSimulateDoesNotWait(t *testing.T) {
 		d := newDriver(t, w, cfg, nil)
 		d.RunOnce(context.Background(), mode)
 		w.child.mu.Lock()
-		var args []string
+		var args protocol.CycleArgs
 		for i, step := range w.child.calls {
-			if step == StepCycle {
-				args = w.child.args[i]
+			if step == protocol.StepCycle {
+				args = w.child.args[i].(protocol.CycleArgs)
 			}
 		}
 		w.child.mu.Unlock()
-		if got := slices.Contains(args, "--no-wait"); got != mode.Simulate {
-			t.Errorf("simulate %v: cycle args %q", mode.Simulate, args)
+		if args.NoWait != mode.Simulate {
+			t.Errorf("simulate %v: cycle args %+v", mode.Simulate, args)
 		}
 	}
 }
@@ -480,7 +481,7 @@ func TestHealthCheckInterruptedNotCounted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	out := d.RunOnce(ctx, Mode{})
-	if out.Reason != ReasonInterrupted || out.Step != 4 {
+	if out.Reason != protocol.ReasonInterrupted || out.Step != 4 {
 		t.Fatalf("out %s step %d: %s", out.Reason, out.Step, out.Detail)
 	}
 	if got := d.metrics.HealthChecks.Value("unhealthy"); got != 0 {
@@ -497,7 +498,7 @@ func TestKillSwitchKeepsRebootRequiredCurrent(t *testing.T) {
 	for _, need := range []bool{true, false, true} {
 		w.detect.set(need)
 		out := d.RunOnce(context.Background(), Mode{})
-		if out.Reason != ReasonKillSwitch {
+		if out.Reason != protocol.ReasonKillSwitch {
 			t.Fatalf("out %s: %s", out.Reason, out.Detail)
 		}
 		if st := d.Status(); st.RebootRequired != need || st.State != policy.StateBlocked {
@@ -516,14 +517,14 @@ func TestPublishedKeepsThisNodesOverrides(t *testing.T) {
 	other := policy.Override{Node: "node-x", Pause: policy.Pause{Reason: "x"}}
 	d.SetView(policy.View{Holds: []policy.Override{other}})
 	mine := &policy.Override{Node: cfg.NodeName, Pause: policy.Pause{Reason: "leak", By: "ops"}}
-	d.published(PublishResult{Request: mine, Hold: mine}, testNow)
+	d.published(protocol.PublishResult{Request: mine, Hold: mine}, testNow)
 	if r := d.View().Requested(cfg.NodeName); r == nil || r.Reason != "leak" {
 		t.Errorf("request after publish = %v", r)
 	}
 	if h := d.View().Held("node-x"); h == nil {
 		t.Error("another node's hold was dropped")
 	}
-	d.published(PublishResult{}, testNow)
+	d.published(protocol.PublishResult{}, testNow)
 	if d.View().Requested(cfg.NodeName) != nil || d.View().Held(cfg.NodeName) != nil {
 		t.Error("a request or hold that is gone from etcd stays in the view")
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -49,7 +50,7 @@ func (d *Driver) clusterCycle(ctx context.Context, cfg config.Config, mode Mode,
 // childCycle is what the child `cycle` answered, and why the daemon
 // stopped it (reason "" when it did not).
 type childCycle struct {
-	res            CycleResult
+	res            protocol.CycleResult
 	code           exitcode.Code
 	err            error
 	reason, detail string
@@ -77,7 +78,7 @@ func (d *Driver) runCycleChild(ctx context.Context, cfg config.Config, mode Mode
 	}()
 
 	var r childCycle
-	r.code, r.err = d.deps.Child.Run(childCtx, StepCycle, CycleArgs{Attempt: attempt, NoWait: mode.Simulate}.Args(), cfg, &r.res)
+	r.code, r.err = d.deps.Child.Run(childCtx, protocol.StepCycle, protocol.CycleArgs{Attempt: attempt, NoWait: mode.Simulate}, cfg, &r.res)
 	cancel()
 	<-watchDone
 	stopMu.Lock()
@@ -92,7 +93,7 @@ func (d *Driver) runCycleChild(ctx context.Context, cfg config.Config, mode Mode
 func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome) {
 	res, code, err, reason, detail := r.res, r.code, r.err, r.reason, r.detail
 	switch {
-	case err == nil && code == exitcode.OK && res.Outcome == OutcomeRebooting:
+	case err == nil && code == exitcode.OK && res.Outcome == protocol.OutcomeRebooting:
 		out.step(CycleCluster, DecisionPass, "", "lock held, reboot slot taken, reboot command ran")
 		out.Action, out.Step = ActionRebooting, CycleReboot.N
 		d.mu.Lock()
@@ -102,7 +103,7 @@ func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome)
 			d.metrics.Reboots.Inc()
 		}
 		return
-	case err == nil && code == exitcode.OK && res.Outcome == OutcomeDryRun:
+	case err == nil && code == exitcode.OK && res.Outcome == protocol.OutcomeDryRun:
 		out.step(CycleCluster, DecisionPass, "", "dry run: every check under the lock passed; no hook or reboot command ran")
 		out.Action, out.Step = ActionDryRun, CycleReboot.N
 		return
@@ -121,14 +122,14 @@ func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome)
 		}
 		out.block(CycleCluster, reason, phase+detail)
 	case ctx.Err() != nil:
-		out.block(CycleCluster, ReasonInterrupted, "stopped while the cluster step ran")
+		out.block(CycleCluster, protocol.ReasonInterrupted, "stopped while the cluster step ran")
 		out.backoff = false
 	case err != nil:
-		out.block(CycleCluster, CodeReason(code), err.Error())
+		out.block(CycleCluster, protocol.CodeReason(code), err.Error())
 	default:
 		r := res.Reason
 		if r == "" {
-			r = CodeReason(code)
+			r = protocol.CodeReason(code)
 		}
 		detail := res.Detail
 		if detail == "" {
@@ -139,7 +140,7 @@ func (d *Driver) clusterOutcome(ctx context.Context, r childCycle, out *Outcome)
 		}
 		out.block(CycleCluster, r, detail)
 	}
-	if out.Reason == ReasonNotNeeded {
+	if out.Reason == protocol.ReasonNotNeeded {
 		out.Action = ActionIdle
 		out.backoff = false
 	}
@@ -160,12 +161,12 @@ func (d *Driver) watchLocal(ctx context.Context, cfg config.Config, stop func(re
 		case <-ctx.Done():
 			return
 		case why := <-d.interrupt:
-			stop(ReasonInterrupted, why)
+			stop(protocol.ReasonInterrupted, why)
 			return
 		case <-t.C:
 		}
 		if set, reason, _ := d.deps.KillSwitch(cfg.KillSwitchFile); set {
-			stop(ReasonKillSwitch, "kill switch "+cfg.KillSwitchFile+" was set: "+reason)
+			stop(protocol.ReasonKillSwitch, "kill switch "+cfg.KillSwitchFile+" was set: "+reason)
 			return
 		}
 		// An operator's request (as the last publication read it) stands in
@@ -173,13 +174,13 @@ func (d *Driver) watchLocal(ctx context.Context, cfg config.Config, stop func(re
 		// checks under the lock do.
 		req := d.View().Requested(cfg.NodeName)
 		if dec, err := d.deps.Windows.At(cfg, d.deps.Now()); err == nil && !dec.Open && (req == nil || !req.Now) {
-			stop(ReasonWindow, "the window closed: "+dec.Reason)
+			stop(protocol.ReasonWindow, "the window closed: "+dec.Reason)
 			return
 		}
 		rep := d.deps.Detect.Detect(ctx, cfg)
 		if rep.Err == nil && !rep.RebootRequired && req == nil && !errors.Is(ctx.Err(), context.Canceled) {
 			d.setRequired(false, d.deps.Now())
-			stop(ReasonNotNeeded, "a reboot is no longer needed")
+			stop(protocol.ReasonNotNeeded, "a reboot is no longer needed")
 			return
 		}
 	}

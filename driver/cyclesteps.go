@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
@@ -23,22 +24,22 @@ func (d *Driver) stepKillSwitch(ctx context.Context, cfg config.Config, now time
 		if err != nil {
 			d.log.Warn("kill switch undeterminable", "event", "kill_switch_error", "error", err)
 		}
-		out.block(CycleKillSwitch, ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
+		out.block(CycleKillSwitch, protocol.ReasonKillSwitch, fmt.Sprintf("kill switch %s is set: %s; remove the file to allow reboots", cfg.KillSwitchFile, reason))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
 	if p := d.View().Paused; p != nil {
-		out.block(CycleKillSwitch, ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
+		out.block(CycleKillSwitch, protocol.ReasonPaused, fmt.Sprintf("reboots are paused cluster-wide by %s since %s: %s; run clusterrebootd resume", p.By, p.Since.UTC().Format(time.RFC3339), p.Reason))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
 	if h := d.View().Halted; h != nil {
-		out.block(CycleKillSwitch, ReasonHalted, fmt.Sprintf("the rollout halted itself at %s: %s; look at the failed nodes, then run clusterrebootd resume --reason TEXT", h.Since.UTC().Format(time.RFC3339), h.Reason))
+		out.block(CycleKillSwitch, protocol.ReasonHalted, fmt.Sprintf("the rollout halted itself at %s: %s; look at the failed nodes, then run clusterrebootd resume --reason TEXT", h.Since.UTC().Format(time.RFC3339), h.Reason))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
 	if h := d.View().Held(cfg.NodeName); h != nil {
-		out.block(CycleKillSwitch, ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
+		out.block(CycleKillSwitch, protocol.ReasonHeld, fmt.Sprintf("node %s is held by %s since %s: %s; run clusterrebootd release-hold %s", cfg.NodeName, h.By, h.Since.UTC().Format(time.RFC3339), h.Reason, cfg.NodeName))
 		d.refreshRequired(ctx, cfg, now)
 		return true
 	}
@@ -56,10 +57,10 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 	}
 	if rep.Err != nil {
 		if exitcode.CodeOf(rep.Err) == exitcode.Interrupted || ctx.Err() != nil {
-			out.block(CycleDetect, ReasonInterrupted, "stopped during detection")
+			out.block(CycleDetect, protocol.ReasonInterrupted, "stopped during detection")
 			return true
 		}
-		out.block(CycleDetect, ReasonDetector, rep.Err.Error())
+		out.block(CycleDetect, protocol.ReasonDetector, rep.Err.Error())
 		return true
 	}
 	d.setRequired(rep.RebootRequired, now)
@@ -70,8 +71,8 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 		d.mu.Lock()
 		d.attempt = 0
 		d.mu.Unlock()
-		out.step(CycleDetect, DecisionBlock, ReasonNotNeeded, "no detector says a reboot is needed")
-		out.Action, out.Reason, out.Detail, out.Step = ActionIdle, ReasonNotNeeded, "no reboot needed", CycleDetect.N
+		out.step(CycleDetect, DecisionBlock, protocol.ReasonNotNeeded, "no detector says a reboot is needed")
+		out.Action, out.Reason, out.Detail, out.Step = ActionIdle, protocol.ReasonNotNeeded, "no reboot needed", CycleDetect.N
 		return true
 	}
 	fired := ""
@@ -86,7 +87,7 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 		}
 	}
 	if blocked, detail := d.loopCheck(ctx, cfg, now, mode); blocked {
-		out.block(CycleDetect, ReasonRebootLoop, detail)
+		out.block(CycleDetect, protocol.ReasonRebootLoop, detail)
 		return true
 	}
 	if fired == "" && requested != nil {
@@ -96,7 +97,7 @@ func (d *Driver) stepDetect(ctx context.Context, cfg config.Config, mode Mode, n
 	// Never while a package transaction runs: the need it reports may be
 	// the transaction's own, written before the boot loader was updated.
 	if err := d.deps.PackageBusy(); err != nil {
-		out.block(CyclePackageManager, ReasonPackageManagerBusy, err.Error())
+		out.block(CyclePackageManager, protocol.ReasonPackageManagerBusy, err.Error())
 		return true
 	}
 	out.step(CyclePackageManager, DecisionPass, "", "no package manager is mid-transaction")
@@ -114,7 +115,7 @@ func (d *Driver) stepWindow(cfg config.Config, now time.Time, out *Outcome) bool
 	}
 	dec, err := d.deps.Windows.At(cfg, now)
 	if err != nil {
-		out.block(CycleWindow, ReasonWindow, err.Error())
+		out.block(CycleWindow, protocol.ReasonWindow, err.Error())
 		return true
 	}
 	if !dec.Open {
@@ -122,7 +123,7 @@ func (d *Driver) stepWindow(cfg config.Config, now time.Time, out *Outcome) bool
 		if !dec.NextOpen.IsZero() {
 			detail += "; next opening " + dec.NextOpen.Format(time.RFC3339)
 		}
-		out.block(CycleWindow, ReasonWindow, detail)
+		out.block(CycleWindow, protocol.ReasonWindow, detail)
 		return true
 	}
 	out.step(CycleWindow, DecisionPass, "", dec.Reason)
@@ -135,19 +136,19 @@ func (d *Driver) stepPolicyGate(ctx context.Context, cfg config.Config, mode Mod
 	sum := d.summaryFor(ctx, cfg, mode, now, policy.Active(cfg.ClusterPolicies) || cfg.HealthScript != "")
 	pd := policy.EvaluateSummary(sum, cfg.NodeName, cfg.ClusterPolicies)
 	if !pd.Allowed {
-		out.block(CyclePolicy, ReasonPolicy, pd.Rule+": "+pd.Reason)
+		out.block(CyclePolicy, protocol.ReasonPolicy, pd.Rule+": "+pd.Reason)
 		return true
 	}
 	out.step(CyclePolicy, DecisionPass, "", pd.Reason)
 	gr := d.deps.Gate.Check(ctx, cfg, gate.PhasePreLock, sum)
 	if !gr.Healthy && (exitcode.CodeOf(gr.Err()) == exitcode.Interrupted || ctx.Err() != nil) {
 		// Not an answer of the script: neither counted nor logged as unhealthy.
-		out.block(CycleHealth, ReasonInterrupted, "stopped during the health check")
+		out.block(CycleHealth, protocol.ReasonInterrupted, "stopped during the health check")
 		return true
 	}
 	d.countHealth(gr)
 	if !gr.Healthy {
-		out.block(CycleHealth, ReasonHealth, gr.Reason)
+		out.block(CycleHealth, protocol.ReasonHealth, gr.Reason)
 		return true
 	}
 	out.step(CycleHealth, DecisionPass, "", gr.Reason)

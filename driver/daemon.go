@@ -18,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -341,7 +342,7 @@ func (d *Daemon) writeMetrics() {
 	// The cycle step marks in run_dir the time it holds a seat; a mark left
 	// by a step that died counts only while a step runs (state waiting).
 	holding := 0.0
-	if _, err := os.Stat(filepath.Join(cfg.RunDir, LockHoldingFile)); err == nil && state == policy.StateWaiting {
+	if _, err := os.Stat(filepath.Join(cfg.RunDir, protocol.LockHoldingFile)); err == nil && state == policy.StateWaiting {
 		holding = 1
 	}
 	d.Metrics.LockHolding.Set(holding)
@@ -388,7 +389,7 @@ func childError(result *os.File, waitErr error) string {
 		if _, err := result.Seek(0, io.SeekStart); err == nil {
 			var out limitedBuffer
 			out.max = maxChildOutput
-			if _, err := io.Copy(&out, result); err == nil && DecodeResult(out.Bytes(), &h) == nil && h.Error != "" {
+			if _, err := io.Copy(&out, result); err == nil && protocol.DecodeResult(out.Bytes(), &h) == nil && h.Error != "" {
 				return h.Error
 			}
 		}
@@ -400,14 +401,21 @@ func childError(result *os.File, waitErr error) string {
 }
 
 // ServeMetrics runs `crd-lock step serve-metrics` until ctx ends, starting
-// it again (after a pause) when it exits early. Unlike the other steps it
-// gets no configuration on stdin: its stdin stays open while the daemon
-// runs and its closing (the daemon ended, however) stops the server. It is
-// stopped by closing stdin, then SIGTERM.
+// it again (after a pause) when it exits early. Unlike the other steps its
+// request carries no configuration, and its stdin stays open after the
+// request while the daemon runs: its closing (the daemon ended, however)
+// stops the server. It is stopped by closing stdin, then SIGTERM.
 func ServeMetrics(ctx context.Context, path string, cfg config.Config, stderr io.Writer, log *slog.Logger) error {
-	args := append([]string{ChildCommand, StepServeMetrics}, ServeMetricsArgs{Listen: cfg.Metrics.Listen, File: filepath.Join(cfg.RunDir, MetricsFile)}.Args()...)
+	req, err := protocol.NewRequest(protocol.StepServeMetrics, protocol.ServeMetricsArgs{Listen: cfg.Metrics.Listen, File: filepath.Join(cfg.RunDir, MetricsFile)}, nil)
+	if err != nil {
+		return err
+	}
+	request, err := req.Encode()
+	if err != nil {
+		return err
+	}
 	for {
-		cmd := exec.Command(path, args...)
+		cmd := exec.Command(path, protocol.ChildCommand, protocol.StepServeMetrics)
 		cmd.Stderr = logging.Unwrap(stderr)
 		// Its JSON result, written when it exits, says why (a port in use);
 		// the exit status alone does not.
@@ -423,6 +431,9 @@ func ServeMetrics(ctx context.Context, path string, cfg config.Config, stderr io
 		if err := cmd.Start(); err != nil {
 			log.Error("cannot start the metrics server", "event", "metrics_error", "error", err)
 		} else {
+			// The request, then nothing: the pipe stays open while the
+			// daemon runs (an error here is the child gone: Wait says why).
+			_, _ = in.Write(request)
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			select {

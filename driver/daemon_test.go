@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/logging"
@@ -112,21 +114,25 @@ func TestExecChild(t *testing.T) {
 		dir := t.TempDir()
 		p := writeScript(t, `fds=$(readlink /proc/$$/fd/0 /proc/$$/fd/1); echo "$fds" > "`+dir+`/fds"; cat > "`+dir+`/stdin"; echo "$*" > "`+dir+`/args"; echo 'log line' >&2; echo 'noise'; echo '{"exit_code":4,"outcome":"blocked","reason":"lock_busy"}'; exit 4`)
 		var stderr bytes.Buffer
-		var res CycleResult
-		code, err := ExecChild{Path: p, Stderr: &stderr}.Run(context.Background(), StepCycle, []string{"--attempt", "2"}, cfg, &res)
-		if err != nil || code != exitcode.LockBusy || res.Reason != ReasonLockBusy {
+		var res protocol.CycleResult
+		code, err := ExecChild{Path: p, Stderr: &stderr, Root: "/r", LogFormat: "text"}.Run(context.Background(), protocol.StepCycle, protocol.CycleArgs{Attempt: 2}, cfg, &res)
+		if err != nil || code != exitcode.LockBusy || res.Reason != protocol.ReasonLockBusy {
 			t.Fatalf("code %v err %v res %+v", code, err, res)
 		}
 		args, _ := os.ReadFile(dir + "/args")
 		stdin, _ := os.ReadFile(dir + "/stdin")
-		if string(args) != "step cycle --attempt 2\n" || !strings.Contains(string(stdin), "node_name: node-a\n") || stderr.String() != "log line\n" {
-			t.Errorf("args %q stdin %q stderr %q", args, stdin, stderr.String())
+		if string(args) != "step cycle\n" || stderr.String() != "log line\n" {
+			t.Errorf("args %q stderr %q", args, stderr.String())
 		}
-		if _, err := config.Parse("stdin", stdin); err != nil {
-			t.Errorf("the child cannot parse its stdin: %v", err)
+		// One request: the step, its arguments, the configuration (under
+		// its YAML names), the daemon's root and log format.
+		var req protocol.Request
+		if err := json.Unmarshal(stdin, &req); err != nil || req.Check(protocol.StepCycle) != nil || req.Config == nil || req.Config.NodeName != "node-a" ||
+			string(req.Args) != `{"attempt":2}` || req.Root != "/r" || req.LogFormat != "text" || !strings.Contains(string(stdin), `"node_name":"node-a"`) {
+			t.Errorf("the child's stdin is not the request: %v %q", err, stdin)
 		}
 		// In-memory files, not pipes: no copying goroutines in the daemon.
-		if fds, _ := os.ReadFile(dir + "/fds"); !strings.Contains(string(fds), "memfd:crd-config") || !strings.Contains(string(fds), "memfd:crd-result") {
+		if fds, _ := os.ReadFile(dir + "/fds"); !strings.Contains(string(fds), "memfd:crd-request") || !strings.Contains(string(fds), "memfd:crd-result") {
 			t.Errorf("child's stdin/stdout: %q, want the daemon's memfds", fds)
 		}
 	})
@@ -137,7 +143,7 @@ func TestExecChild(t *testing.T) {
 		}
 		defer f.Close()
 		p := writeScript(t, `readlink /proc/$$/fd/2 >&2; echo '{"view":{}}'`)
-		if _, err := (ExecChild{Path: p, Stderr: logging.Journal{W: f}}).Run(context.Background(), StepPublish, nil, cfg, &PublishResult{}); err != nil {
+		if _, err := (ExecChild{Path: p, Stderr: logging.Journal{W: f}}).Run(context.Background(), protocol.StepPublish, nil, cfg, &protocol.PublishResult{}); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(f.Name()); string(got) != f.Name()+"\n" {
@@ -146,17 +152,17 @@ func TestExecChild(t *testing.T) {
 	})
 	t.Run("no JSON", func(t *testing.T) {
 		p := writeScript(t, `exit 7`)
-		code, err := ExecChild{Path: p}.Run(context.Background(), StepPublish, nil, cfg, &PublishResult{})
+		code, err := ExecChild{Path: p}.Run(context.Background(), protocol.StepPublish, nil, cfg, &protocol.PublishResult{})
 		if err == nil || code != exitcode.EtcdUnavailable {
 			t.Fatalf("code %v err %v", code, err)
 		}
 		p = writeScript(t, `echo not json`)
-		if code, err := (ExecChild{Path: p}).Run(context.Background(), StepPublish, nil, cfg, nil); err == nil || code != exitcode.Internal {
+		if code, err := (ExecChild{Path: p}).Run(context.Background(), protocol.StepPublish, nil, cfg, nil); err == nil || code != exitcode.Internal {
 			t.Fatalf("code %v err %v", code, err)
 		}
 	})
 	t.Run("cannot start", func(t *testing.T) {
-		if _, err := (ExecChild{Path: "/nonexistent/crd-lock"}).Run(context.Background(), StepStatus, nil, cfg, nil); err == nil {
+		if _, err := (ExecChild{Path: "/nonexistent/crd-lock"}).Run(context.Background(), protocol.StepStatus, nil, cfg, nil); err == nil {
 			t.Fatal("no error")
 		}
 	})
@@ -167,9 +173,9 @@ touch "`+dir+`/started"
 while :; do sleep 0.01; done`)
 		ctx, cancel := context.WithCancel(context.Background())
 		go cancelWhenExists(dir+"/started", cancel)
-		var res CycleResult
-		code, err := ExecChild{Path: p}.Run(ctx, StepCycle, nil, cfg, &res)
-		if err != nil || code != exitcode.Interrupted || res.Reason != ReasonInterrupted {
+		var res protocol.CycleResult
+		code, err := ExecChild{Path: p}.Run(ctx, protocol.StepCycle, nil, cfg, &res)
+		if err != nil || code != exitcode.Interrupted || res.Reason != protocol.ReasonInterrupted {
 			t.Fatalf("code %v err %v res %+v", code, err, res)
 		}
 	})
@@ -180,7 +186,7 @@ touch "`+dir+`/started"
 while :; do sleep 0.01; done`)
 		ctx, cancel := context.WithCancel(context.Background())
 		go cancelWhenExists(dir+"/started", cancel)
-		code, err := ExecChild{Path: p, Grace: 50 * time.Millisecond}.Run(ctx, StepCycle, nil, cfg, nil)
+		code, err := ExecChild{Path: p, Grace: 50 * time.Millisecond}.Run(ctx, protocol.StepCycle, nil, cfg, nil)
 		if err == nil || code != exitcode.Interrupted {
 			t.Fatalf("code %v err %v", code, err)
 		}
@@ -276,7 +282,7 @@ func TestDaemon(t *testing.T) {
 	if err != nil || !strings.Contains(string(prom), `clusterrebootd_reboot_blocked_total{reason="window"}`) {
 		t.Errorf("textfile %s %v", prom, err)
 	}
-	if !slicesContains(w.child.steps(), StepPublish) {
+	if !slicesContains(w.child.steps(), protocol.StepPublish) {
 		t.Errorf("never published: %v", w.child.steps())
 	}
 }
@@ -311,7 +317,7 @@ func TestPublishFollowsCycle(t *testing.T) {
 			cfg := testConfig(w)
 			cfg.CheckIntervalSec = 1
 			cfg.HealthPublishIntervalSec = tt.interval
-			w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0}`}
+			w.child.answers[protocol.StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0}`}
 			deps := w.deps()
 			var readings atomic.Int64
 			deps.Now = func() time.Time { return testNow.Add(time.Duration(readings.Add(1)) * tt.tick) }
@@ -335,7 +341,7 @@ func TestPublishFollowsCycle(t *testing.T) {
 			n := 0
 			w.child.mu.Lock()
 			for _, c := range w.child.calls {
-				if c == StepPublish {
+				if c == protocol.StepPublish {
 					n++
 				}
 			}
@@ -355,7 +361,7 @@ func TestPublishFailureRateLimited(t *testing.T) {
 	cfg := testConfig(w)
 	cfg.CheckIntervalSec = 1
 	cfg.HealthPublishIntervalSec = 1
-	w.child.answers[StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"tool":"crd-lock","exit_code":7,"error":"etcd: timeout at http://127.0.0.1:2379"}`}
+	w.child.answers[protocol.StepPublish] = answer{code: exitcode.EtcdUnavailable, json: `{"tool":"crd-lock","exit_code":7,"error":"etcd: timeout at http://127.0.0.1:2379"}`}
 	var logs testsupport.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	m := NewMetrics("test")
@@ -369,7 +375,7 @@ func TestPublishFailureRateLimited(t *testing.T) {
 		defer w.child.mu.Unlock()
 		n := 0
 		for _, c := range w.child.calls {
-			if c == StepPublish {
+			if c == protocol.StepPublish {
 				n++
 			}
 		}
@@ -383,7 +389,7 @@ func TestPublishFailureRateLimited(t *testing.T) {
 		t.Errorf("clusterrebootd_publish_failing = %v while publications fail, want 1", v)
 	}
 	w.child.mu.Lock()
-	w.child.answers[StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[]}}`}
+	w.child.answers[protocol.StepPublish] = answer{json: `{"tool":"crd-lock","exit_code":0,"view":{"nodes":[]}}`}
 	w.child.mu.Unlock()
 	testsupport.Eventually(t, 10*time.Second, "publish_recovered logged", func() bool { return strings.Contains(logs.String(), `"event":"publish_recovered"`) })
 	cancel()
@@ -454,7 +460,7 @@ func TestMetricsErrorRateLimited(t *testing.T) {
 func TestStatusWaitingWhileTheChildWaits(t *testing.T) {
 	w := newWorld(t)
 	cfg := testConfig(w)
-	w.child.answers[StepCycle] = answer{block: true}
+	w.child.answers[protocol.StepCycle] = answer{block: true}
 	w.child.started = make(chan struct{})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	n := &fakeSystemd{}
@@ -480,7 +486,7 @@ func TestStatusWaitingWhileTheChildWaits(t *testing.T) {
 func TestReloadRestartsStepOnlyWhenItMatters(t *testing.T) {
 	w := newWorld(t)
 	cfg := testConfig(w)
-	w.child.answers[StepCycle] = answer{block: true}
+	w.child.answers[protocol.StepCycle] = answer{block: true}
 	w.child.started = make(chan struct{})
 	var logs testsupport.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
@@ -528,7 +534,7 @@ func TestLockHoldingMetric(t *testing.T) {
 	cfg.Metrics.Textfile = filepath.Join(t.TempDir(), "crd.prom")
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	d := &Daemon{Driver: New(cfg, w.deps(), log, nil, nil), Log: log, Metrics: NewMetrics("test")}
-	mark := filepath.Join(cfg.RunDir, LockHoldingFile)
+	mark := filepath.Join(cfg.RunDir, protocol.LockHoldingFile)
 	if err := os.MkdirAll(cfg.RunDir, 0o750); err != nil {
 		t.Fatal(err)
 	}

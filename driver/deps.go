@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -36,20 +35,6 @@ type Gate interface {
 // Hooks runs post_reboot_hooks.
 type Hooks interface {
 	Run(ctx context.Context, cfg config.Config, hooks []config.Hook) error
-}
-
-// HookEnv is the environment every hook gets in phase (pre-reboot,
-// post-reboot). A pre-reboot hook also gets the lock's and the slot's
-// variables (driver/cluster); a node coming back holds neither, so this is
-// the complete environment of a post-reboot hook.
-func HookEnv(cfg config.Config, phase string) []string {
-	return []string{
-		"PATH=" + reboot.Path,
-		"LC_ALL=C",
-		"NODE_NAME=" + cfg.NodeName,
-		"PHASE=" + phase,
-		"ETCD_ENDPOINTS=" + strings.Join(cfg.EtcdEndpoints, ","),
-	}
 }
 
 // Deps is the world the cycle acts on. Zero fields are filled by Real.
@@ -180,7 +165,7 @@ func (h RealHooks) Run(ctx context.Context, cfg config.Config, hooks []config.Ho
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
 		}
-		res := h.Runner.Run(ctx, proc.Spec{Argv: hk.Cmd, Env: HookEnv(cfg, "post-reboot"), Dir: "/", Timeout: timeout})
+		res := h.Runner.Run(ctx, proc.Spec{Argv: hk.Cmd, Env: reboot.HookEnv(cfg.NodeName, cfg.EtcdEndpoints, "post-reboot"), Dir: "/", Timeout: timeout})
 		if !res.OK() {
 			why := res.Describe(timeout)
 			return exitcode.Errorf(exitcode.RebootFailed, "hook %s (%v) %s", name, hk.Cmd, why)

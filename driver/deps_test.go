@@ -2,14 +2,14 @@ package driver
 
 import (
 	"context"
-	"flag"
-	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -122,70 +122,11 @@ func TestRealHooks(t *testing.T) {
 	}
 }
 
-func TestProtocolTables(t *testing.T) {
-	for _, r := range Reasons() {
-		if ReasonCode(r) == exitcode.Internal && r != ReasonInternal {
-			t.Errorf("reason %s has no exit code", r)
-		}
-	}
-	if ReasonCode("bogus") != exitcode.Internal {
-		t.Error("unknown reason")
-	}
-	for _, c := range exitcode.All() {
-		if c == exitcode.OK || c == exitcode.Config {
-			continue
-		}
-		if got := ReasonCode(CodeReason(c)); got != c && c != exitcode.RebootFailed {
-			t.Errorf("code %v -> %s -> %v", c, CodeReason(c), got)
-		}
-	}
-	seen := map[string]bool{}
-	for _, st := range Steps() {
-		if st == "" || seen[st] {
-			t.Errorf("step %q empty or listed twice: %v", st, Steps())
-		}
-		seen[st] = true
-	}
-	if len(Steps()) != 14 {
-		t.Error(Steps())
-	}
-	a := PublishArgs{State: "idle", LastCheck: testNow}
-	if got := strings.Join(a.Args(), " "); got != "--state idle --reboot-required=false --last-check 2026-11-29T02:59:00Z" {
-		t.Error(got)
-	}
+func TestStatusString(t *testing.T) {
 	if (Status{State: "blocked", Reason: "window", Detail: "closed"}).String() != "blocked (window): closed" {
 		t.Error("status string")
 	}
 	if oneLine("a\nb", 200) != "a b" || oneLine("abcdef", 3) != "abc..." {
 		t.Error("oneLine")
-	}
-}
-
-// What the daemon renders, the child parses back.
-func TestProtocolFlagsRoundTrip(t *testing.T) {
-	in := PublishArgs{State: "blocked", RebootRequired: true, LastCheck: testNow, Detail: "window: closed"}
-	var out PublishArgs
-	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
-	out.Register(fs)
-	if err := fs.Parse(in.Args()); err != nil || out != in {
-		t.Errorf("publish %+v %v", out, err)
-	}
-	var c CycleArgs
-	fs = flag.NewFlagSet("cycle", flag.ContinueOnError)
-	c.Register(fs)
-	if err := fs.Parse(CycleArgs{Attempt: 3}.Args()); err != nil || c.Attempt != 3 {
-		t.Errorf("cycle %+v %v", c, err)
-	}
-	var p PauseArgs
-	fs = flag.NewFlagSet("pause", flag.ContinueOnError)
-	p.Register(fs)
-	if err := fs.Parse(PauseArgs{Reason: "freeze"}.Args()); err != nil || p.Reason != "freeze" {
-		t.Errorf("pause %+v %v", p, err)
-	}
-	var s ServeMetricsArgs
-	fs = flag.NewFlagSet("serve", flag.ContinueOnError)
-	s.Register(fs)
-	if err := fs.Parse(ServeMetricsArgs{Listen: "127.0.0.1:9100", File: "/run/x.prom"}.Args()); err != nil || s.File != "/run/x.prom" || s.Listen != "127.0.0.1:9100" {
-		t.Errorf("serve %+v %v", s, err)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -102,14 +104,14 @@ type fakeChild struct {
 	mu      sync.Mutex
 	answers map[string]answer
 	calls   []string
-	args    [][]string
+	args    []any
 	cfgs    []config.Config
 	started chan struct{}
 	// startOnce closes started at the first blocking call only.
 	startOnce sync.Once
 }
 
-func (f *fakeChild) Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error) {
+func (f *fakeChild) Run(ctx context.Context, step string, args any, cfg config.Config, out any) (exitcode.Code, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, step)
 	f.args = append(f.args, args)
@@ -189,4 +191,29 @@ func (w *world) deps() Deps {
 			return nil
 		},
 	}
+}
+
+// publishArgs is the arguments of the child's call i, a publication.
+func publishArgs(t *testing.T, f *fakeChild, i int) protocol.PublishArgs {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, ok := f.args[i].(protocol.PublishArgs)
+	if !ok {
+		t.Fatalf("child call %d (%s) has arguments %#v, not a publication's", i, f.calls[i], f.args[i])
+	}
+	return a
+}
+
+// wireArgs is args as the request carries them: JSON, "" for none.
+func wireArgs(t *testing.T, args any) string {
+	t.Helper()
+	if args == nil {
+		return ""
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

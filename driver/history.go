@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 )
 
 // HistoryFile is the reboot history in state_dir.

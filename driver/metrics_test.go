@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
@@ -60,7 +61,7 @@ func TestRebootDurationAndSlotExpired(t *testing.T) {
 			w := newWorld(t)
 			writeMarker(t, w, "boot-1", testNow.Add(-7*time.Minute))
 			w.detect.required = false
-			w.child.answers[StepComplete] = answer{json: tt.completeRes}
+			w.child.answers[protocol.StepComplete] = answer{json: tt.completeRes}
 			d := newDriver(t, w, testConfig(w), nil)
 			d.RunOnce(context.Background(), Mode{})
 			if n := d.metrics.RebootDuration.Count(); n != 1 {
@@ -105,12 +106,12 @@ func TestStateGauge(t *testing.T) {
 func TestCountSilences(t *testing.T) {
 	d := &Driver{metrics: NewMetrics("test")}
 	d.countSilences(nil)
-	d.countSilences(&SilenceReport{CreateFailures: 2})
-	d.countSilences(&SilenceReport{ExpireFailures: 1, Expired: 3})
-	if got := d.metrics.SilenceFailures.Value(SilenceOpCreate); got != 2 {
+	d.countSilences(&protocol.SilenceReport{CreateFailures: 2})
+	d.countSilences(&protocol.SilenceReport{ExpireFailures: 1, Expired: 3})
+	if got := d.metrics.SilenceFailures.Value(protocol.SilenceOpCreate); got != 2 {
 		t.Errorf("create failures = %v, want 2", got)
 	}
-	if got := d.metrics.SilenceFailures.Value(SilenceOpExpire); got != 1 {
+	if got := d.metrics.SilenceFailures.Value(protocol.SilenceOpExpire); got != 1 {
 		t.Errorf("expire failures = %v, want 1", got)
 	}
 }

@@ -3,29 +3,14 @@ package driver
 import (
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
-// NotificationDelivery is one notification to one destination, as a step
-// reports it (lib/notifications.Delivery in JSON; this package links no
-// network code).
-type NotificationDelivery struct {
-	Event string `json:"event"`
-	// Destination is the URL masked (config.MaskURL): never a secret.
-	Destination string `json:"destination"`
-	Error       string `json:"error,omitempty"`
-}
-
-// Notifications is what a step's notifications became (docs/notifications.md).
-type Notifications struct {
-	Sent   []NotificationDelivery `json:"sent,omitempty"`
-	Failed []NotificationDelivery `json:"failed,omitempty"`
-}
-
 // countNotifications adds a step's notifications to
 // clusterrebootd_notifications_{sent,failed}_total.
-func (d *Driver) countNotifications(n *Notifications) {
+func (d *Driver) countNotifications(n *protocol.Notifications) {
 	if d.metrics == nil || n == nil {
 		return
 	}

@@ -4,33 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
-
-// Whether shoutrrr knows a notifications.urls service, and whether the URL
-// is well formed for it, only code that links shoutrrr can tell: the
-// daemon links none (docs/architecture.md), so validate-config, the
-// daemon's start and its reload ask the child, `crd-lock step
-// check-notifications`, and only when notifications.urls is not empty.
-
-// CheckNotificationsResult is the JSON of `step check-notifications`.
-type CheckNotificationsResult struct {
-	report.Header
-	// URLs are notifications.urls in order, each masked (config.MaskURL)
-	// with what shoutrrr found wrong ("" when it accepts it).
-	URLs []URLCheck `json:"urls"`
-}
-
-// URLCheck is one notifications.urls entry checked.
-type URLCheck struct {
-	// Field is notifications.urls[i].
-	Field string `json:"field"`
-	// URL is the URL masked: never a secret.
-	URL     string `json:"url"`
-	Problem string `json:"problem,omitempty"`
-}
 
 // probeNode is the node name of the configuration the check passes: the
 // step needs only the URLs, and must not fail over another field.
@@ -46,8 +23,8 @@ func CheckNotifications(ctx context.Context, child Child, cfg config.Config) ([]
 	probe := config.Default()
 	probe.NodeName = probeNode
 	probe.Notifications.URLs = cfg.Notifications.URLs
-	var res CheckNotificationsResult
-	code, err := child.Run(ctx, StepCheckNotifications, nil, probe, &res)
+	var res protocol.CheckNotificationsResult
+	code, err := child.Run(ctx, protocol.StepCheckNotifications, nil, probe, &res)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +35,7 @@ func CheckNotifications(ctx context.Context, child Child, cfg config.Config) ([]
 		}
 	}
 	if len(probs) == 0 && code != exitcode.OK {
-		return nil, exitcode.Errorf(code, "driver: crd-lock step %s: %s", StepCheckNotifications, res.Error)
+		return nil, exitcode.Errorf(code, "driver: crd-lock step %s: %s", protocol.StepCheckNotifications, res.Error)
 	}
 	return probs, nil
 }

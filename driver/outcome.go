@@ -3,6 +3,7 @@ package driver
 import (
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
@@ -46,7 +47,7 @@ type Outcome struct {
 	Step  int          `json:"step"`
 	Steps []StepResult `json:"steps"`
 	// Cycle is the cluster child's answer when it ran.
-	Cycle *CycleResult `json:"cycle,omitempty"`
+	Cycle *protocol.CycleResult `json:"cycle,omitempty"`
 	// Attempt counts the cycles this reboot has been tried by the child.
 	Attempt int `json:"attempt,omitempty"`
 	// Detectors names the detectors that said a reboot is needed.
@@ -65,7 +66,7 @@ func (o Outcome) Code() exitcode.Code {
 	case ActionIdle:
 		return exitcode.No
 	}
-	return ReasonCode(o.Reason)
+	return protocol.ReasonCode(o.Reason)
 }
 
 // Err is the outcome as an error for the exit status (nil for 0).

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
@@ -22,12 +23,12 @@ func (d *Driver) postReboot(ctx context.Context, cfg config.Config, mode Mode, o
 		return false
 	}
 	if err != nil {
-		out.block(name, ReasonPostReboot, err.Error())
+		out.block(name, protocol.ReasonPostReboot, err.Error())
 		return true
 	}
 	boot, err := d.deps.BootID()
 	if err != nil {
-		out.block(name, ReasonPostReboot, err.Error()+"; cannot tell whether the requested reboot happened")
+		out.block(name, protocol.ReasonPostReboot, err.Error()+"; cannot tell whether the requested reboot happened")
 		return true
 	}
 	now := d.deps.Now()
@@ -163,11 +164,12 @@ func (d *Driver) publish(ctx context.Context, readSummary bool) error {
 	} else if st.Reason != "" {
 		detail = st.Reason
 	}
-	args := PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: last, Detail: oneLine(detail, 200), ReadSummary: readSummary}
-	args.BlockedSince, args.BlockedReason = d.blockedEpisode(st, d.deps.Now())
-	args.RequiredSince = d.RequiredSince()
-	var res PublishResult
-	code, err := d.deps.Child.Run(ctx, StepPublish, args.Args(), cfg, &res)
+	args := protocol.PublishArgs{State: st.State, RebootRequired: st.RebootRequired, LastCheck: protocol.Seconds(last), Detail: oneLine(detail, 200), ReadSummary: readSummary}
+	since, reason := d.blockedEpisode(st, d.deps.Now())
+	args.BlockedSince, args.BlockedReason = protocol.Seconds(since), reason
+	args.RequiredSince = protocol.Seconds(d.RequiredSince())
+	var res protocol.PublishResult
+	code, err := d.deps.Child.Run(ctx, protocol.StepPublish, args, cfg, &res)
 	if err != nil {
 		return exitcode.New(code, err)
 	}
@@ -199,8 +201,8 @@ func (d *Driver) keepSlot(ctx context.Context, cfg config.Config) {
 	if ctx.Err() != nil {
 		return // a child started already cancelled could only fail
 	}
-	var res CompleteResult
-	code, err := d.deps.Child.Run(ctx, StepComplete, CompleteArgs{Keep: true}.Args(), cfg, &res)
+	var res protocol.CompleteResult
+	code, err := d.deps.Child.Run(ctx, protocol.StepComplete, protocol.CompleteArgs{Keep: true}, cfg, &res)
 	d.countSilences(res.Silences)
 	if err != nil || code != exitcode.OK {
 		detail := res.Error
@@ -217,8 +219,8 @@ func (d *Driver) keepSlot(ctx context.Context, cfg config.Config) {
 // that cannot be recorded is logged, and a reboot that did not complete in
 // time is seen anyway from its in-flight record.
 func (d *Driver) recordFailure(ctx context.Context, cfg config.Config, kind, detail string, since time.Time) {
-	var res FailureResult
-	code, err := d.deps.Child.Run(ctx, StepFailure, FailureArgs{Kind: kind, Detail: detail, Since: since}.Args(), cfg, &res)
+	var res protocol.FailureResult
+	code, err := d.deps.Child.Run(ctx, protocol.StepFailure, protocol.FailureArgs{Kind: kind, Detail: detail, Since: protocol.Seconds(since)}, cfg, &res)
 	if err != nil || code != exitcode.OK {
 		why := res.Error
 		if err != nil {

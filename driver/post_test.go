@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -40,8 +41,8 @@ func TestPostReboot(t *testing.T) {
 			cfg.SettleSec = 30
 			cfg.PostRebootHooks = []config.Hook{{Name: "uncordon", Cmd: []string{"/bin/true"}}}
 			w.detect.required = false
-			w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
-		}, children: []string{"complete --keep", "complete --keep", "complete"}, hooks: 1, check: func(t *testing.T, w *world) {
+			w.child.answers[protocol.StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+		}, children: []string{`complete {"keep":true}`, `complete {"keep":true}`, "complete"}, hooks: 1, check: func(t *testing.T, w *world) {
 			if len(w.slept) != 1 || w.slept[0] != 30*time.Second {
 				t.Errorf("slept %v", w.slept)
 			}
@@ -61,19 +62,19 @@ func TestPostReboot(t *testing.T) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			w.gate.unhealthy["post-reboot"] = true
 			w.detect.required = false
-		}, reason: ReasonPostReboot, markerLeft: true, children: []string{"complete --keep"}},
+		}, reason: protocol.ReasonPostReboot, markerLeft: true, children: []string{`complete {"keep":true}`}},
 		{name: "hook fails", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/false"}}}
 			w.hooks.err = exitcode.Errorf(exitcode.RebootFailed, "hook x exited 1")
-		}, reason: ReasonPostReboot, markerLeft: true, hooks: 1, children: []string{"complete --keep", "complete --keep"}},
+		}, reason: protocol.ReasonPostReboot, markerLeft: true, hooks: 1, children: []string{`complete {"keep":true}`, `complete {"keep":true}`}},
 		{name: "history cannot be written: post_reboot, not reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			w.detect.required = false
 			if err := os.MkdirAll(HistoryPath(w.stateDir), 0o755); err != nil { // a directory: every write fails
 				t.Fatal(err)
 			}
-		}, reason: ReasonPostReboot, markerLeft: true, children: []string{"complete --keep"}, check: func(t *testing.T, w *world) {
+		}, reason: protocol.ReasonPostReboot, markerLeft: true, children: []string{`complete {"keep":true}`}, check: func(t *testing.T, w *world) {
 			if h, err := ReadHistory(w.stateDir); err == nil {
 				t.Errorf("history readable: %+v", h)
 			}
@@ -83,32 +84,32 @@ func TestPostReboot(t *testing.T) {
 			cfg.DryRun = true
 			cfg.PostRebootHooks = []config.Hook{{Name: "x", Cmd: []string{"/bin/false"}}}
 			w.detect.required = false
-		}, children: []string{StepComplete}},
+		}, children: []string{protocol.StepComplete}},
 		{name: "complete fails: retried later", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
 			w.detect.required = false
-			w.child.answers[StepComplete] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
-		}, reason: ReasonEtcd, markerLeft: true, children: []string{StepComplete}},
+			w.child.answers[protocol.StepComplete] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+		}, reason: protocol.ReasonEtcd, markerLeft: true, children: []string{protocol.StepComplete}},
 		{name: "still needed after the reboot: reboot_loop", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-1", testNow.Add(-5*time.Minute))
-		}, reason: ReasonRebootLoop, markerLeft: true, children: []string{
+		}, reason: protocol.ReasonRebootLoop, markerLeft: true, children: []string{
 			// A reboot loop is a failure of the rollout: recorded once, when
 			// the loop is found.
-			"failure --kind reboot_loop --detail the node still needs a reboot after the coordinated reboot requested at 2026-11-29T02:54:00Z --since 2026-11-29T02:59:00Z",
-			"complete --keep"}, check: func(t *testing.T, w *world) {
+			`failure {"kind":"reboot_loop","detail":"the node still needs a reboot after the coordinated reboot requested at 2026-11-29T02:54:00Z","since":"2026-11-29T02:59:00Z"}`,
+			`complete {"keep":true}`}, check: func(t *testing.T, w *world) {
 			if h, _ := ReadHistory(w.stateDir); h.Block == nil {
 				t.Error("no block recorded")
 			}
 		}},
 		{name: "reboot in progress", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-2", testNow.Add(-time.Minute))
-		}, reason: ReasonRebootInProgress, markerLeft: true},
+		}, reason: protocol.ReasonRebootInProgress, markerLeft: true},
 		{name: "reboot that never happened", setup: func(t *testing.T, w *world, cfg *config.Config) {
 			writeMarker(t, w, "boot-2", testNow.Add(-time.Hour))
 			w.detect.required = false
 		}, children: []string{
 			// A failure of the rollout: the command did not take the node down.
-			"failure --kind reboot_command --detail its reboot command () ran at 2026-11-29T01:59:00Z, but the machine did not go down within reboot_slot_ttl_sec (1800 s) --since 2026-11-29T01:59:00Z"},
+			`failure {"kind":"reboot_command","detail":"its reboot command () ran at 2026-11-29T01:59:00Z, but the machine did not go down within reboot_slot_ttl_sec (1800 s)","since":"2026-11-29T01:59:00Z"}`},
 			check: func(t *testing.T, w *world) {
 				h, _ := ReadHistory(w.stateDir)
 				if len(h.Reboots) != 1 || h.Reboots[0].Rebooted {
@@ -131,7 +132,7 @@ func TestPostReboot(t *testing.T) {
 			if err := os.WriteFile(reboot.MarkerPath(w.stateDir), []byte("{"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, reason: ReasonPostReboot, markerLeft: true},
+		}, reason: protocol.ReasonPostReboot, markerLeft: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,11 +151,12 @@ func TestPostReboot(t *testing.T) {
 			if left := err == nil; left != tt.markerLeft {
 				t.Errorf("marker left %v, want %v", left, tt.markerLeft)
 			}
-			// Each child step with its flags: complete --keep renews the
-			// slot before the hooks and the settle wait, and while blocked.
+			// Each child step with its arguments as the request carries
+			// them: complete {"keep":true} renews the slot before the hooks
+			// and the settle wait, and while blocked.
 			var got []string
 			for i, step := range w.child.steps() {
-				got = append(got, strings.TrimSpace(step+" "+strings.Join(w.child.args[i], " ")))
+				got = append(got, strings.TrimSpace(step+" "+wireArgs(t, w.child.args[i])))
 			}
 			if !slices.Equal(got, tt.children) {
 				t.Errorf("child steps %q, want %q", got, tt.children)
@@ -183,17 +185,17 @@ func TestPostRebootForgetsTheRequestItCarriedOut(t *testing.T) {
 			w := newWorld(t)
 			cfg := testConfig(w)
 			m := reboot.Marker{Version: 1, Node: "node-a", BootID: "boot-1", RequestedAt: testNow.Add(-5 * time.Minute),
-				Extra: map[string]string{MarkerRequestRevision: "7"}}
+				Extra: map[string]string{protocol.MarkerRequestRevision: "7"}}
 			if err := reboot.WriteMarker(w.stateDir, m); err != nil {
 				t.Fatal(err)
 			}
 			w.detect.required = false
-			w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+			w.child.answers[protocol.StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
 			d := newDriver(t, w, cfg, nil)
 			// The publication before the cycle read the request.
-			d.published(PublishResult{Request: &policy.Override{Node: "node-a", Revision: tt.rev, Pause: policy.Pause{By: "op", Reason: "r", Since: testNow.Add(-10 * time.Minute)}}}, testNow)
+			d.published(protocol.PublishResult{Request: &policy.Override{Node: "node-a", Revision: tt.rev, Pause: policy.Pause{By: "op", Reason: "r", Since: testNow.Add(-10 * time.Minute)}}}, testNow)
 			out := d.RunOnce(context.Background(), Mode{})
-			if idle := out.Reason == ReasonNotNeeded && out.Step == 2; idle != tt.wantIdle {
+			if idle := out.Reason == protocol.ReasonNotNeeded && out.Step == 2; idle != tt.wantIdle {
 				t.Fatalf("got %s/%s step %d: %s %+v", out.Action, out.Reason, out.Step, out.Detail, out.Steps)
 			}
 		})
@@ -289,10 +291,10 @@ func TestPostRebootInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	out := d.RunOnce(ctx, Mode{})
-	if out.Reason != ReasonInterrupted || out.Step != 0 || !strings.Contains(out.Detail, "stopped during the post-reboot checks") {
+	if out.Reason != protocol.ReasonInterrupted || out.Step != 0 || !strings.Contains(out.Detail, "stopped during the post-reboot checks") {
 		t.Fatalf("out %s step %d: %s", out.Reason, out.Step, out.Detail)
 	}
-	if steps := w.child.steps(); slices.Contains(steps, StepComplete) {
+	if steps := w.child.steps(); slices.Contains(steps, protocol.StepComplete) {
 		t.Errorf("child steps %v: no complete --keep after the stop", steps)
 	}
 }
@@ -328,9 +330,9 @@ func TestPostRebootProgressSurvivesRestart(t *testing.T) {
 			w.detect.required = false
 			// The first daemon runs the hooks and settles, then cannot free
 			// the slot (etcd down) and is restarted.
-			w.child.answers[StepComplete] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
+			w.child.answers[protocol.StepComplete] = answer{code: exitcode.EtcdUnavailable, json: `{"exit_code":7,"error":"etcd down"}`}
 			first := newDriver(t, w, cfg, nil)
-			if out := first.RunOnce(context.Background(), Mode{}); out.Reason != ReasonEtcd {
+			if out := first.RunOnce(context.Background(), Mode{}); out.Reason != protocol.ReasonEtcd {
 				t.Fatalf("first daemon: %s %s", out.Reason, out.Detail)
 			}
 			if w.hooks.calls != 1 || len(w.slept) != 1 {
@@ -342,7 +344,7 @@ func TestPostRebootProgressSurvivesRestart(t *testing.T) {
 			if tt.between != nil {
 				tt.between(t, w)
 			}
-			w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+			w.child.answers[protocol.StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
 			second := newDriver(t, w, cfg, nil)
 			out := second.RunOnce(context.Background(), Mode{})
 			if out.Step == 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
@@ -23,30 +24,30 @@ func (d *Driver) rebootPending(ctx context.Context, cfg config.Config, mode Mode
 	name := CyclePostReboot
 	slotTTL := time.Duration(cfg.RebootSlotTTLSec) * time.Second
 	if now.Sub(m.RequestedAt) < slotTTL {
-		out.block(name, ReasonRebootInProgress, fmt.Sprintf("reboot requested at %s; waiting for the machine to go down", m.RequestedAt.UTC().Format(time.RFC3339)))
+		out.block(name, protocol.ReasonRebootInProgress, fmt.Sprintf("reboot requested at %s; waiting for the machine to go down", m.RequestedAt.UTC().Format(time.RFC3339)))
 		return true
 	}
 	// The command returned, yet nothing rebooted within the slot's TTL.
 	d.log.Error("the reboot command returned but the machine did not reboot; removing the stale marker",
 		"event", "reboot_not_happened", "requested_at", m.RequestedAt, "boot_id", boot, "command", m.Command)
 	if d.metrics != nil {
-		d.metrics.Blocked.Inc(ReasonRebootFailed)
+		d.metrics.Blocked.Inc(protocol.ReasonRebootFailed)
 	}
 	if mode.Simulate {
-		out.step(name, DecisionSkip, ReasonRebootFailed, "stale marker of a reboot that did not happen would be removed")
+		out.step(name, DecisionSkip, protocol.ReasonRebootFailed, "stale marker of a reboot that did not happen would be removed")
 		return false
 	}
 	if err := d.record(cfg, HistoryEntry{At: m.RequestedAt, BootID: m.BootID, Rebooted: false}, now); err != nil {
-		out.block(name, ReasonPostReboot, stateDirError(err))
+		out.block(name, protocol.ReasonPostReboot, stateDirError(err))
 		return true
 	}
 	d.recordFailure(ctx, cfg, "reboot_command", fmt.Sprintf("its reboot command (%s) ran at %s, but the machine did not go down within reboot_slot_ttl_sec (%d s)",
 		strings.Join(m.Command, " "), m.RequestedAt.UTC().Format(time.RFC3339), cfg.RebootSlotTTLSec), m.RequestedAt)
 	if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
-		out.block(name, ReasonPostReboot, err.Error())
+		out.block(name, protocol.ReasonPostReboot, err.Error())
 		return true
 	}
-	out.step(name, DecisionDone, ReasonRebootFailed, "removed the marker of a reboot that did not happen")
+	out.step(name, DecisionDone, protocol.ReasonRebootFailed, "removed the marker of a reboot that did not happen")
 	return false
 }
 
@@ -87,7 +88,7 @@ func (p *postRun) hold(step CycleStep, reason, detail string) bool {
 		// Stopped (SIGTERM) while a post-reboot step ran: that step
 		// failed because of it, and the slot is renewed by the next
 		// daemon's first cycle, not by a child started already cancelled.
-		p.out.block(step, ReasonInterrupted, "stopped during the post-reboot checks: "+detail)
+		p.out.block(step, protocol.ReasonInterrupted, "stopped during the post-reboot checks: "+detail)
 		return true
 	}
 	p.out.block(step, reason, detail)
@@ -103,13 +104,13 @@ func (p *postRun) recordReboot() bool {
 	name := CyclePostReboot
 	if !p.mode.Simulate {
 		if err := p.d.record(p.cfg, HistoryEntry{At: p.m.RequestedAt, BootID: p.m.BootID, Rebooted: true}, p.now); err != nil {
-			return p.hold(name, ReasonPostReboot, stateDirError(err))
+			return p.hold(name, protocol.ReasonPostReboot, stateDirError(err))
 		}
 	}
 	if h, err := ReadHistory(p.cfg.StateDir); err != nil {
-		return p.hold(name, ReasonPostReboot, stateDirError(err))
+		return p.hold(name, protocol.ReasonPostReboot, stateDirError(err))
 	} else if h.Block != nil {
-		return p.hold(name, ReasonRebootLoop, h.Block.Detail+"; clear it with clusterrebootd resume --local")
+		return p.hold(name, protocol.ReasonRebootLoop, h.Block.Detail+"; clear it with clusterrebootd resume --local")
 	}
 	return false
 }
@@ -127,7 +128,7 @@ func (p *postRun) postHooks() bool {
 		// before the hooks run (their timeouts are validated to fit).
 		d.keepSlot(ctx, cfg)
 		if err := d.deps.Hooks.Run(ctx, cfg, cfg.PostRebootHooks); err != nil {
-			return p.hold(CyclePostRebootHooks, ReasonPostReboot, err.Error())
+			return p.hold(CyclePostRebootHooks, protocol.ReasonPostReboot, err.Error())
 		}
 		p.out.step(CyclePostRebootHooks, DecisionPass, "", fmt.Sprintf("%d post-reboot hook(s) ran", len(cfg.PostRebootHooks)))
 	}
@@ -142,7 +143,7 @@ func (p *postRun) postHooks() bool {
 func (p *postRun) detectorQuiet() bool {
 	rep := p.d.deps.Detect.Detect(p.ctx, p.cfg)
 	if rep.Err != nil {
-		return p.hold(CyclePostRebootDetect, ReasonDetector, rep.Err.Error())
+		return p.hold(CyclePostRebootDetect, protocol.ReasonDetector, rep.Err.Error())
 	}
 	if rep.RebootRequired {
 		detail := fmt.Sprintf("the node still needs a reboot after the coordinated reboot requested at %s", p.m.RequestedAt.UTC().Format(time.RFC3339))
@@ -151,7 +152,7 @@ func (p *postRun) detectorQuiet() bool {
 				detail += "; " + err.Error()
 			}
 		}
-		return p.hold(CyclePostRebootDetect, ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
+		return p.hold(CyclePostRebootDetect, protocol.ReasonRebootLoop, detail+"; fix the cause, then clear it with clusterrebootd resume --local")
 	}
 	p.out.step(CyclePostRebootDetect, DecisionPass, "", "no detector fires after the reboot")
 	return false
@@ -163,7 +164,7 @@ func (p *postRun) postHealth() bool {
 	gr := d.deps.Gate.Check(p.ctx, cfg, gate.PhasePostReboot, d.summaryFor(p.ctx, cfg, p.mode, p.now, cfg.HealthScript != ""))
 	d.countHealth(gr)
 	if !gr.Healthy {
-		return p.hold(CyclePostRebootHealth, ReasonPostReboot, gr.Reason)
+		return p.hold(CyclePostRebootHealth, protocol.ReasonPostReboot, gr.Reason)
 	}
 	p.out.step(CyclePostRebootHealth, DecisionPass, "", gr.Reason)
 	return false
@@ -179,7 +180,7 @@ func (p *postRun) settle() bool {
 	// before the wait, so that it outlasts settle_sec (validated to fit).
 	d.keepSlot(p.ctx, cfg)
 	if err := d.deps.Sleep(p.ctx, time.Duration(cfg.SettleSec)*time.Second); err != nil {
-		p.out.block(CycleSettle, ReasonInterrupted, "stopped during settle_sec")
+		p.out.block(CycleSettle, protocol.ReasonInterrupted, "stopped during settle_sec")
 		return true
 	}
 	d.markPost(cfg, p.m.BootID, p.boot, func(pp *postProgress) { pp.Settled = true })
@@ -187,9 +188,9 @@ func (p *postRun) settle() bool {
 }
 
 // freeSlot runs the child `complete`, which frees the reboot slot.
-func (p *postRun) freeSlot() (CompleteResult, bool) {
-	var res CompleteResult
-	code, err := p.d.deps.Child.Run(p.ctx, StepComplete, nil, p.cfg, &res)
+func (p *postRun) freeSlot() (protocol.CompleteResult, bool) {
+	var res protocol.CompleteResult
+	code, err := p.d.deps.Child.Run(p.ctx, protocol.StepComplete, nil, p.cfg, &res)
 	p.d.countSilences(res.Silences)
 	p.d.countNotifications(res.Notifications)
 	if err != nil || code != exitcode.OK {
@@ -197,7 +198,7 @@ func (p *postRun) freeSlot() (CompleteResult, bool) {
 		if err != nil {
 			detail = err.Error()
 		}
-		p.out.block(CycleComplete, CodeReason(code), "cannot free the reboot slot: "+detail)
+		p.out.block(CycleComplete, protocol.CodeReason(code), "cannot free the reboot slot: "+detail)
 		return res, true
 	}
 	return res, false
@@ -205,11 +206,11 @@ func (p *postRun) freeSlot() (CompleteResult, bool) {
 
 // rebootCompleted removes the marker and the progress file, writes the
 // time of completion to run_dir, and logs and counts reboot_completed.
-func (p *postRun) rebootCompleted(res CompleteResult) bool {
+func (p *postRun) rebootCompleted(res protocol.CompleteResult) bool {
 	name := CyclePostReboot
 	d, cfg, m := p.d, p.cfg, p.m
 	if err := reboot.RemoveMarker(cfg.StateDir); err != nil {
-		p.out.block(name, ReasonPostReboot, err.Error())
+		p.out.block(name, protocol.ReasonPostReboot, err.Error())
 		return true
 	}
 	if err := removePostProgress(cfg.StateDir); err != nil {
@@ -225,7 +226,7 @@ func (p *postRun) rebootCompleted(res CompleteResult) bool {
 			d.metrics.SlotExpired.Inc()
 		}
 	}
-	d.forgetRequest(cfg.NodeName, m.Extra[MarkerRequestRevision])
+	d.forgetRequest(cfg.NodeName, m.Extra[protocol.MarkerRequestRevision])
 	d.log.Info("coordinated reboot completed", "event", "reboot_completed", "duration_ms", done.Sub(m.RequestedAt).Milliseconds(),
 		"requested_at", m.RequestedAt, "slot_freed", res.Freed)
 	p.out.step(name, DecisionDone, "", fmt.Sprintf("reboot requested at %s completed; slot freed", m.RequestedAt.UTC().Format(time.RFC3339)))

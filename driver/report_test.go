@@ -5,23 +5,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 )
 
 // The CSV columns are the JSON fields, in the struct's order: a field added
 // to the row is in both, or this fails.
 func TestReportColumnsAreTheJSONFields(t *testing.T) {
-	rt := reflect.TypeFor[ReportRow]()
+	rt := reflect.TypeFor[protocol.ReportRow]()
 	var fields []string
 	for i := range rt.NumField() {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
 		fields = append(fields, name)
 	}
-	if !reflect.DeepEqual(fields, ReportColumns()) {
-		t.Fatalf("ReportColumns %v, JSON fields %v", ReportColumns(), fields)
+	if !reflect.DeepEqual(fields, protocol.ReportColumns()) {
+		t.Fatalf("ReportColumns %v, JSON fields %v", protocol.ReportColumns(), fields)
 	}
 	up, sec, yes := int64(7200), int64(95), true
 	at := time.Date(2026, 12, 1, 2, 3, 4, 0, time.FixedZone("CET", 3600))
-	r := ReportRow{Node: "n", Wave: 2, RebootRequired: &yes, LastReboot: &at, LastRebootSec: &sec, UptimeSec: &up, Failures: []string{"post_reboot", "slot_expired"}}
+	r := protocol.ReportRow{Node: "n", Wave: 2, RebootRequired: &yes, LastReboot: &at, LastRebootSec: &sec, UptimeSec: &up, Failures: []string{"post_reboot", "slot_expired"}}
 	rec := r.Record()
 	if len(rec) != len(fields) {
 		t.Fatalf("Record has %d fields, want %d", len(rec), len(fields))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 )
 
 // The daemon stops a child that holds the lock (here: the window closes);
@@ -39,13 +41,13 @@ func TestStoppedUnderTheLockSaysWhatRan(t *testing.T) {
 			if tt.stopped != "" {
 				reply = held + `,"stopped":` + tt.stopped + "}"
 			}
-			w.child.answers[StepCycle] = answer{block: true, blockJSON: reply}
+			w.child.answers[protocol.StepCycle] = answer{block: true, blockJSON: reply}
 			w.child.started = make(chan struct{})
 			d := newDriver(t, w, testConfig(w), nil)
 			d.WatchEvery = time.Millisecond
 			go func() { <-w.child.started; w.windows.setOpen(false) }()
 			out := d.RunOnce(context.Background(), Mode{})
-			if out.Reason != ReasonWindow || out.Detail != tt.detail+`inside deny window "* 00:00-24:00"` {
+			if out.Reason != protocol.ReasonWindow || out.Detail != tt.detail+`inside deny window "* 00:00-24:00"` {
 				t.Errorf("got %s:\n%s\nwant\n%s", out.Reason, out.Detail, tt.detail+`inside deny window "* 00:00-24:00"`)
 			}
 		})
@@ -62,7 +64,7 @@ func TestRebootCompletedDurationIsExact(t *testing.T) {
 	w.now = testNow
 	writeMarker(t, w, "boot-1", requested)
 	w.detect.required = false
-	w.child.answers[StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
+	w.child.answers[protocol.StepComplete] = answer{json: `{"exit_code":0,"freed":true}`}
 	var logs bytes.Buffer
 	d := newDriver(t, w, cfg, &logs)
 	d.RunOnce(context.Background(), Mode{})

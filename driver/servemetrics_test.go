@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -66,7 +67,7 @@ func TestMetricsListenDefault(t *testing.T) {
 	if !strings.HasPrefix(def, "127.0.0.1:") {
 		t.Errorf("metrics.listen defaults to %s, not loopback", def)
 	}
-	var a ServeMetricsArgs
+	var a protocol.ServeMetricsArgs
 	fs := flag.NewFlagSet("serve-metrics", flag.ContinueOnError)
 	a.Register(fs)
 	if err := fs.Parse(nil); err != nil || a.Listen != def {

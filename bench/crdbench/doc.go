@@ -141,7 +141,7 @@ func (b *bench) writePerformance(doc string, rows []row, procs []*idleProc, hand
 		"Three things keep a burst cheap. The daemon runs with one P (GOMAXPROCS 1 unless the environment sets it): "+
 		"a garbage collection, which the trim forces, then wakes one thread instead of one per CPU. It waits for a "+
 		"child in the runtime's network poller on a pidfd, not in a wait4 system call, during which the runtime's "+
-		"monitor thread would poll every 20 µs to 10 ms until it took the P back. And the configuration and the "+
+		"monitor thread would poll every 20 µs to 10 ms until it took the P back. And the request and the "+
 		"child's result go through in-memory files (memfd), so os/exec starts no copying goroutines. The trim is "+
 		"still the largest part of a burst (compare the `--no-memtrim` peer); it is what keeps the heap and the "+
 		"executable's pages from staying resident (above).\n\n",

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
@@ -194,7 +195,7 @@ func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, line,
 	for w := range max(line, fleet) {
 		node := fmt.Sprintf("node-%05d", w)
 		if w < line {
-			ann, _ := json.Marshal(lock.Annotation{Node: node, PID: 1, BootID: "boot-" + node, MachineID: "machine-" + node,
+			ann, _ := json.Marshal(lockinfo.Annotation{Node: node, PID: 1, BootID: "boot-" + node, MachineID: "machine-" + node,
 				Purpose: "reboot", MaxHolders: 1, QueuedAt: now, V: lock.ProtocolVersion})
 			ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s/%x", lockKey, 0x7000000000000000+int64(w)), string(ann), clientv3.WithLease(lease.ID)))
 		}

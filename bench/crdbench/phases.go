@@ -12,8 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -82,7 +82,7 @@ type fleetSim struct {
 	n        int
 	interval time.Duration
 	ns       string
-	cfgs     [][]byte
+	cfgs     []config.Config
 	first    config.Config
 	tls      bool
 	// lastErr is the first failed publication's error of the last round.
@@ -108,35 +108,31 @@ func (b *bench) newFleetSim(c *clientv3.Client, n int, interval time.Duration, t
 		if i == 0 {
 			s.first = cfg
 		}
-		y, err := driver.MarshalConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		s.cfgs = append(s.cfgs, y)
+		s.cfgs = append(s.cfgs, cfg)
 	}
 	return s, nil
 }
 
 // publication is what the daemon publishes every interval in a phase.
-func publication(phase string, now time.Time) driver.PublishArgs {
+func publication(phase string, now time.Time) protocol.PublishArgs {
 	since := now.Add(-time.Hour)
 	switch phase {
 	case phaseClosed:
 		// The window is closed: no pre-lock check runs, so no summary.
-		return driver.PublishArgs{State: policy.StateBlocked, RebootRequired: true, LastCheck: now, RequiredSince: since,
+		return protocol.PublishArgs{State: policy.StateBlocked, RebootRequired: true, LastCheck: now, RequiredSince: since,
 			Detail: "outside_window: the maintenance window is closed", BlockedSince: since, BlockedReason: "outside_window"}
 	case phaseBlocked:
 		// The health script or a policy says no: the pre-lock checks read
 		// the summary once per interval.
-		return driver.PublishArgs{State: policy.StateBlocked, RebootRequired: true, LastCheck: now, RequiredSince: since, ReadSummary: true,
+		return protocol.PublishArgs{State: policy.StateBlocked, RebootRequired: true, LastCheck: now, RequiredSince: since, ReadSummary: true,
 			Detail: "health_blocked: health_script exited 1", BlockedSince: since, BlockedReason: "health_blocked"}
 	case phaseWaiting:
-		return driver.PublishArgs{State: policy.StateWaiting, RebootRequired: true, LastCheck: now, RequiredSince: since}
+		return protocol.PublishArgs{State: policy.StateWaiting, RebootRequired: true, LastCheck: now, RequiredSince: since}
 	case phasePost:
 		// Back from the reboot: the post-reboot gate reads the summary.
-		return driver.PublishArgs{State: policy.StatePostReboot, LastCheck: now, ReadSummary: true}
+		return protocol.PublishArgs{State: policy.StatePostReboot, LastCheck: now, ReadSummary: true}
 	}
-	return driver.PublishArgs{State: policy.StateIdle, LastCheck: now}
+	return protocol.PublishArgs{State: policy.StateIdle, LastCheck: now}
 }
 
 // inFlight bounds the publications running at once: on a loaded machine
@@ -147,8 +143,8 @@ const inFlight = 64
 // round has every node publish once, spread evenly over span, and returns
 // the publications, failures and latencies. The first failure's error is
 // kept in s.lastErr.
-func (s *fleetSim) round(ctx context.Context, args driver.PublishArgs, span time.Duration) (ops, failures int, latencyMS []float64) {
-	argv := append([]string{driver.StepPublish}, args.Args()...)
+func (s *fleetSim) round(ctx context.Context, args protocol.PublishArgs, span time.Duration) (ops, failures int, latencyMS []float64) {
+	argv := []string{protocol.StepPublish}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, inFlight)
@@ -162,7 +158,16 @@ func (s *fleetSim) round(ctx context.Context, args driver.PublishArgs, span time
 			defer func() { <-sem }()
 			var errOut bytes.Buffer
 			t0 := time.Now()
-			err := cluster.RunStep(ctx, argv, bytes.NewReader(s.cfgs[i]), io.Discard, &errOut)
+			// The request the daemon writes: encoded per publication, as
+			// the daemon does.
+			req, err := protocol.NewRequest(protocol.StepPublish, args, &s.cfgs[i])
+			var in []byte
+			if err == nil {
+				in, err = req.Encode()
+			}
+			if err == nil {
+				err = cluster.RunStep(ctx, argv, bytes.NewReader(in), io.Discard, &errOut)
+			}
 			d := time.Since(t0)
 			mu.Lock()
 			defer mu.Unlock()

@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
@@ -62,20 +62,20 @@ func TestCycleAbortHooks(t *testing.T) {
 		reason string
 		runs   bool
 	}{
-		{"a later hook fails", drainThen("echo nope >&2; exit 1"), exitcode.RebootFailed, driver.ReasonHook, true},
-		{"a later hook times out (on_timeout abort)", drainThen("sleep 5"), exitcode.RebootFailed, driver.ReasonHook, true},
+		{"a later hook fails", drainThen("echo nope >&2; exit 1"), exitcode.RebootFailed, protocol.ReasonHook, true},
+		{"a later hook times out (on_timeout abort)", drainThen("sleep 5"), exitcode.RebootFailed, protocol.ReasonHook, true},
 		{"the reboot command cannot start", func(t *testing.T, n *node, c *clientv3.Client) {
 			drainThen("true")(t, n, c)
 			n.cfg["reboot_command"] = []string{"/nonexistent/reboot"}
-		}, exitcode.RebootFailed, driver.ReasonRebootFailed, true},
+		}, exitcode.RebootFailed, protocol.ReasonRebootFailed, true},
 		{"the reboot command fails", func(t *testing.T, n *node, c *clientv3.Client) {
 			drainThen("true")(t, n, c)
 			n.cfg["reboot_command"] = []string{"/bin/false"}
-		}, exitcode.RebootFailed, driver.ReasonRebootFailed, true},
+		}, exitcode.RebootFailed, protocol.ReasonRebootFailed, true},
 		{"blocked before any hook", func(t *testing.T, n *node, c *clientv3.Client) {
 			drainThen("true")(t, n, c)
 			script(t, n.health, "echo 'quorum lost' >&2; exit 3")
-		}, exitcode.HealthBlocked, driver.ReasonHealth, false},
+		}, exitcode.HealthBlocked, protocol.ReasonHealth, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
@@ -84,7 +84,7 @@ func TestCycleAbortHooks(t *testing.T) {
 			abortLog := withAbortHooks(t, n)
 			tc.setup(t, n, c)
 			o := n.run("cycle")
-			if o.code != tc.code || o.str("reason") != tc.reason || o.str("outcome") != driver.OutcomeBlocked {
+			if o.code != tc.code || o.str("reason") != tc.reason || o.str("outcome") != protocol.OutcomeBlocked {
 				t.Fatalf("cycle = %d %s/%s, want %d blocked/%s\n%s\n%s", o.code, o.str("outcome"), o.str("reason"), tc.code, tc.reason, o.stdout, o.stderr)
 			}
 			runs := abortRuns(t, abortLog)
@@ -151,7 +151,7 @@ func TestCycleAbortHooksAfterPause(t *testing.T) {
 	}
 	resume()
 	o := <-done
-	if o.code != exitcode.KillSwitch || o.str("reason") != driver.ReasonPaused {
+	if o.code != exitcode.KillSwitch || o.str("reason") != protocol.ReasonPaused {
 		t.Fatalf("cycle = %d %s, want 6 paused\n%s", o.code, o.stdout, o.stderr)
 	}
 	if runs := abortRuns(t, abortLog); len(runs) != 1 || !strings.HasPrefix(runs[0], "abort paused node-a ") {
@@ -171,7 +171,7 @@ func TestCycleHookTimeoutContinue(t *testing.T) {
 		{"name": "drain", "cmd": []string{"/bin/sh", "-c", "sleep 5"}, "timeout_sec": 1, "on_timeout": "continue"},
 	}
 	o := n.run("cycle")
-	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle = %d %s, want 0 rebooting\n%s", o.code, o.stdout, o.stderr)
 	}
 	if calls := n.rebootCalls(); len(calls) == 0 {

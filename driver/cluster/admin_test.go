@@ -9,13 +9,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"gopkg.in/yaml.v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
@@ -24,9 +26,10 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
+// publishArgs are publish's flags for state, as by hand.
 func publishArgs(state string) []string {
-	return driver.PublishArgs{State: state, RebootRequired: state == policy.StateNeedsReboot,
-		LastCheck: time.Date(2026, 3, 1, 2, 3, 4, 0, time.UTC), Detail: "window closed"}.Args()
+	return []string{"--state", state, "--reboot-required=" + strconv.FormatBool(state == policy.StateNeedsReboot),
+		"--last-check", "2026-03-01T02:03:04Z", "--detail", "window closed"}
 }
 
 // decodeView reads the "view" field of a step's output.
@@ -259,7 +262,7 @@ func TestPauseResumeStatus(t *testing.T) {
 	}
 	defer held.Release(context.Background())
 	o := n.run("status")
-	var st driver.StatusResult
+	var st protocol.StatusResult
 	if err := json.Unmarshal([]byte(o.stdout), &st); err != nil || o.code != exitcode.OK {
 		t.Fatalf("status = %d %s (%v)", o.code, o.stdout, err)
 	}
@@ -306,7 +309,7 @@ func TestStepErrors(t *testing.T) {
 			if strings.Count(out.String(), "\n") != 1 || json.Unmarshal([]byte(out.String()), &hdr) != nil || hdr["tool"] != "crd-lock" {
 				t.Fatalf("stdout is not one JSON object from crd-lock: %q", out.String())
 			}
-			if tc.name == "etcd unreachable: cycle" && (hdr["outcome"] != driver.OutcomeBlocked || hdr["reason"] != driver.ReasonEtcd) {
+			if tc.name == "etcd unreachable: cycle" && (hdr["outcome"] != protocol.OutcomeBlocked || hdr["reason"] != protocol.ReasonEtcd) {
 				t.Errorf("cycle without etcd = %s, want blocked/etcd", out.String())
 			}
 		})
@@ -326,9 +329,19 @@ func TestServeMetrics(t *testing.T) {
 	stdinR, stdinW := io.Pipe()
 	var out, errb testsupport.SyncBuffer
 	done := make(chan error, 1)
+	// As the daemon runs it: the request, then the pipe stays open.
 	go func() {
-		done <- runStep(context.Background(), []string{"serve-metrics", "--listen", addr, "--file", file}, stdinR, &out, &errb, realWorld())
+		done <- runStep(context.Background(), []string{"serve-metrics"}, stdinR, &out, &errb, realWorld())
 	}()
+	req, err := protocol.NewRequest(protocol.StepServeMetrics, protocol.ServeMetricsArgs{Listen: addr, File: file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := req.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go stdinW.Write(data)
 	get := func(path string) (int, string, string) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
@@ -384,27 +397,28 @@ func TestServeMetrics(t *testing.T) {
 	})
 }
 
-// TestDaemonConfigRoundTrip feeds the child exactly what the daemon sends:
-// driver.MarshalConfig of a parsed configuration.
-func TestDaemonConfigRoundTrip(t *testing.T) {
+// By hand, `crd-lock step cycle < config.yaml` runs the step over the YAML
+// configuration (validated; the other tests send the daemon's request),
+// and the daemon's type decodes its result.
+func TestByHandConfig(t *testing.T) {
 	n := newNode(t, embedded.Endpoint, nsName(t), "node-a")
 	cfg, err := config.Parse("test", []byte(n.yaml()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.PreRebootHooks = []config.Hook{{Name: "drain", Cmd: []string{"/bin/true"}, TimeoutSec: 5}}
-	stdin, err := driver.MarshalConfig(cfg)
+	stdin, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out testsupport.SyncBuffer
 	var res CycleResult
-	err = runStep(context.Background(), []string{driver.StepCycle}, strings.NewReader(string(stdin)), &out, io.Discard, realWorld())
-	if derr := driver.DecodeResult([]byte(out.String()), &res); err != nil || derr != nil || res.Outcome != driver.OutcomeRebooting || res.Node != "node-a" {
-		t.Fatalf("cycle from the daemon's YAML = %v (%v): %s", err, derr, out.String())
+	err = runStep(context.Background(), []string{protocol.StepCycle}, strings.NewReader(string(stdin)), &out, io.Discard, realWorld())
+	if derr := protocol.DecodeResult([]byte(out.String()), &res); err != nil || derr != nil || res.Outcome != protocol.OutcomeRebooting || res.Node != "node-a" {
+		t.Fatalf("cycle from YAML = %v (%v): %s", err, derr, out.String())
 	}
-	var plain driver.CycleResult
-	if err := driver.DecodeResult([]byte(out.String()), &plain); err != nil || plain.Outcome != driver.OutcomeRebooting || plain.LeaseID == "" {
+	var plain protocol.CycleResult
+	if err := protocol.DecodeResult([]byte(out.String()), &plain); err != nil || plain.Outcome != protocol.OutcomeRebooting || plain.LeaseID == "" {
 		t.Errorf("the daemon's type does not decode the result: %v %+v", err, plain)
 	}
 }

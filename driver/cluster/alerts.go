@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/alertgate"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -19,7 +19,7 @@ func remoteChecks(cfg config.Config) gate.Remote { return alertgate.Remote(cfg) 
 // alerts runs `crd-lock step alerts --phase P`: the gate's alert and
 // PromQL checks for the daemon, which links no HTTP client. It needs no
 // etcd. Exit 0 when every check passed, 3 when one blocked.
-func alerts(ctx context.Context, cfg config.Config, args driver.AlertsArgs, res *driver.AlertsResult, log *slog.Logger) error {
+func alerts(ctx context.Context, cfg config.Config, args protocol.AlertsArgs, res *protocol.AlertsResult, log *slog.Logger) error {
 	res.Phase = args.Phase
 	res.Checks = []gate.CheckResult{}
 	switch args.Phase {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -82,7 +82,7 @@ func TestCycleAlertUnderLock(t *testing.T) {
 	url := fakeAlertmanager(t, nodeDown)
 	n.cfg["gate"] = map[string]any{"alerts": []map[string]any{{"url": url, "match": []string{`instance=~"{{.Node}}:.*"`}}}}
 	o := n.run("cycle")
-	if o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonHealth || !strings.Contains(o.str("detail"), `NodeDown{instance="node-a:9100"}`) {
+	if o.code != exitcode.HealthBlocked || o.str("reason") != protocol.ReasonHealth || !strings.Contains(o.str("detail"), `NodeDown{instance="node-a:9100"}`) {
 		t.Fatalf("cycle = %d %s: %s\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	if calls := n.rebootCalls(); calls != nil {

@@ -1,51 +1,62 @@
 // Package cluster is the cluster half of clusterrebootd: everything the daemon
 // needs from etcd, run as the short-lived child `crd-lock step NAME`.
 //
-// Synopsis:
+// Synopsis (from the daemon):
 //
-//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] [--read-view] [--blocked-since RFC3339 --blocked-reason R] < config.yaml
-//	crd-lock step cycle [--attempt N] < config.yaml
-//	crd-lock step complete < config.yaml
+//	crd-lock step NAME < request.json
+//
+// Synopsis (by hand; the request's args as flags):
+//
+//	crd-lock step publish --state S --reboot-required=BOOL --last-check RFC3339 [--detail TEXT] [--read-summary] [--read-view] [--blocked-since RFC3339 --blocked-reason R] [--required-since RFC3339] < config.yaml
+//	crd-lock step cycle [--attempt N] [--no-wait] < config.yaml
+//	crd-lock step complete [--keep] < config.yaml
 //	crd-lock step status < config.yaml
 //	crd-lock step report < config.yaml
 //	crd-lock step pause --reason TEXT < config.yaml
-//	crd-lock step resume < config.yaml
-//	crd-lock step hold --node NODE --reason TEXT < config.yaml
+//	crd-lock step resume [--reason TEXT] < config.yaml
+//	crd-lock step hold --node NODE --reason TEXT [--force] < config.yaml
 //	crd-lock step release-hold --node NODE < config.yaml
-//	crd-lock step request --node NODE --reason TEXT < config.yaml
-//	crd-lock step serve-metrics --listen ADDR --file PATH
+//	crd-lock step request --node NODE --reason TEXT [--force] [--now] < config.yaml
+//	crd-lock step failure --kind KIND --detail TEXT --since RFC3339 < config.yaml
+//	crd-lock step check-notifications < config.yaml
 //	crd-lock step alerts --phase PHASE < config.yaml
+//	crd-lock step serve-metrics --listen ADDR --file PATH
 //
-// Description: the daemon (driver, which links no etcd code) starts one of
-// these steps when it needs the cluster, hands over its effective
-// configuration as YAML on stdin, and reads exactly one JSON object (the
-// *Result types of package driver) from stdout; logs go to stderr as JSON.
-// cycle acquires the lock and, under it, re-checks everything, takes the
-// reboot slot in a transaction guarded by lock ownership, runs the
-// pre-reboot hooks and the reboot command. alerts runs the gate's alert and
-// PromQL checks for the daemon's pre-lock and post-reboot phases (no etcd).
-// The protocol, the etcd keys and their values are described in
-// docs/cluster-protocol.md.
+// Description: the daemon (package driver, which links no etcd code)
+// starts one of these steps when it needs the cluster and writes one
+// protocol.Request on its stdin: the step, its arguments and its effective
+// configuration, which it validated and which is not validated again here.
+// The step writes exactly one JSON object (the *Result types of
+// driver/protocol) on stdout; logs go to stderr as JSON. One table (steps,
+// stepcall.go) routes the names to their handlers. cycle acquires the lock
+// and, under it, re-checks everything, takes the reboot slot in a
+// transaction guarded by lock ownership, runs the pre-reboot hooks and the
+// reboot command. alerts runs the gate's alert and PromQL checks for the
+// daemon's pre-lock and post-reboot phases (no etcd). The protocol, the
+// etcd keys and their values are described in docs/cluster-protocol.md.
 //
 // Exit status: the table of lib/exitcode (docs/exit-codes.md): 0 done,
 // 1 no reboot needed any more, 2 configuration or usage, 3 policy or health
 // blocked, 4 lock lost or slot transaction refused, 5 window closed, 6 kill
 // switch or pause, 7 etcd unavailable, 8 detector failed, 9 hook or reboot
-// command failed, 70 bug, 130 interrupted (SIGTERM).
+// command failed, 70 bug or a request of another protocol version, 130
+// interrupted (SIGTERM).
 //
 // Example:
 //
 //	crd-lock step status < /etc/clusterrebootd/config.yaml | jq .view.rebooting
 //
 // (the file must set node_name: the daemon fills it in from the hostname
-// before it hands its configuration over).
+// before it builds its request).
 //
-// Nothing here imports package driver's daemon code: driver/cluster imports
-// driver (the protocol types), never the reverse.
+// Nothing here imports package driver, nor does driver import this: both
+// import driver/protocol only.
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,7 +68,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -71,7 +82,7 @@ import (
 )
 
 // Tool names the program in every JSON header.
-const Tool = driver.ChildTool
+const Tool = protocol.ChildTool
 
 // maxConfig bounds the configuration read from stdin.
 const maxConfig = 4 << 20
@@ -118,6 +129,9 @@ type session struct {
 	rpc time.Duration
 	// sender sends this step's notifications (nil until the first).
 	sender *slotnotify.Sender
+	// stdin is what the step's stdin holds after its request
+	// (serve-metrics' liveness pipe).
+	stdin io.Reader
 }
 
 // RunStep runs `crd-lock step NAME [flags]`: args[0] is the step name. The
@@ -130,65 +144,138 @@ func RunStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 func runStep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, w world) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		h := &report.Header{Tool: Tool}
-		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: name a step: %s", strings.Join(driver.Steps(), ", ")))
+		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: name a step: %s", strings.Join(protocol.Steps(), ", ")))
 	}
 	name, flags := args[0], args[1:]
-	c := newStepCall(name, stderr, w)
-	if c == nil {
+	h, ok := steps[name]
+	if !ok {
 		h := &report.Header{Tool: Tool}
-		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: unknown step %q: use one of %s", name, strings.Join(driver.Steps(), ", ")))
+		return emit(stdout, h, h, exitcode.Errorf(exitcode.Config, "crd-lock step: unknown step %q: use one of %s", name, strings.Join(protocol.Steps(), ", ")))
 	}
-	res, hdr := c.res, c.hdr
-	if err := c.parse(flags); err != nil {
-		return emit(stdout, res, hdr, err)
+	fs := flag.NewFlagSet("crd-lock step "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	common := registerCommon(fs, w.root)
+	c := h.newCall(fs)
+	c.hdr.Tool = Tool
+	if err := parseFlags(fs, flags); err != nil {
+		return emit(stdout, c.res, c.hdr, err)
 	}
-	w.root = *c.root
-	log, err := logging.New(stderr, Tool, *c.logLevel, *c.logFormat)
+	in, err := readInput(stdin, name, h.need, len(flags) > 0)
+	if err == nil && in.req != nil {
+		err = in.req.DecodeArgs(c.args)
+		common.apply(in.req)
+	}
+	if in.cfg != nil {
+		c.hdr.Node = in.cfg.NodeName
+	}
 	if err != nil {
-		return emit(stdout, res, hdr, err)
+		return emit(stdout, c.res, c.hdr, err)
+	}
+	w.root = *common.root
+	log, err := logging.New(stderr, Tool, *common.logLevel, *common.logFormat)
+	if err != nil {
+		return emit(stdout, c.res, c.hdr, err)
 	}
 	log = log.With("step", name)
-	if name == driver.StepServeMetrics {
-		return emit(stdout, res, hdr, serveMetrics(ctx, c.metricsArgs, stdin, res.(*MetricsResult), log))
+	var cfg config.Config
+	if in.cfg != nil {
+		cfg = *in.cfg
+		log = log.With("node", cfg.NodeName)
 	}
-
-	cfg, err := readConfig(stdin)
-	hdr.Node = cfg.NodeName
-	if err != nil {
-		return emit(stdout, res, hdr, err)
+	s := newSession(cfg, log, w, in.rest)
+	if h.need < needEtcd {
+		return emit(stdout, c.res, c.hdr, c.run(ctx, s))
 	}
-	if r, ok := res.(*driver.CheckNotificationsResult); ok {
-		return emit(stdout, res, hdr, checkNotifications(cfg, r))
-	}
-	log = log.With("node", cfg.NodeName)
-	if name == driver.StepAlerts {
-		return emit(stdout, res, hdr, alerts(ctx, cfg, c.alertsArgs, res.(*driver.AlertsResult), log))
-	}
-	s, err := connect(ctx, cfg, log, w, name)
-	if err != nil {
-		return emit(stdout, res, hdr, err)
+	if err := s.connect(ctx, name); err != nil {
+		return emit(stdout, c.res, c.hdr, err)
 	}
 	defer s.client.Close()
-	err = s.run(ctx, c)
-	s.notifyAfter(ctx, c.name, c.publishArgs, c.res, err)
-	return emit(stdout, res, hdr, err)
+	err = c.run(ctx, s)
+	pa, _ := c.args.(*protocol.PublishArgs)
+	if pa == nil {
+		pa = &protocol.PublishArgs{}
+	}
+	s.notifyAfter(ctx, name, *pa, c.res, err)
+	return emit(stdout, c.res, c.hdr, err)
 }
 
-// readConfig parses and validates the configuration on stdin.
-func readConfig(stdin io.Reader) (config.Config, error) {
+// input is what a step read from stdin: the daemon's request, or by hand a
+// YAML configuration; rest is what stdin holds after the request
+// (serve-metrics' liveness pipe).
+type input struct {
+	req  *protocol.Request
+	cfg  *config.Config
+	rest io.Reader
+}
+
+// apply takes the request's root and logging over the flags' defaults.
+func (f commonFlags) apply(r *protocol.Request) {
+	if r.Root != "" {
+		*f.root = r.Root
+	}
+	if r.LogLevel != "" {
+		*f.logLevel = r.LogLevel
+	}
+	if r.LogFormat != "" {
+		*f.logFormat = r.LogFormat
+	}
+}
+
+// readInput reads a step's stdin. From the daemon it is one request
+// (protocol.Request), whose configuration the daemon validated and which
+// is not validated again; by hand (flags given, or stdin not a JSON
+// object) it is the configuration as YAML, parsed and validated. A step
+// that needs no configuration (serve-metrics) reads a request only when
+// it got no flags, and keeps the rest of stdin as its liveness pipe.
+func readInput(stdin io.Reader, name string, n need, byHand bool) (input, error) {
+	if n == needNothing {
+		if byHand || stdin == nil {
+			return input{rest: stdin}, nil
+		}
+		dec := json.NewDecoder(stdin)
+		var req protocol.Request
+		if err := dec.Decode(&req); err != nil {
+			return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step %s: no request on stdin (%v): by hand, pass its flags (see --help)", name, err)
+		}
+		return input{req: &req, rest: io.MultiReader(dec.Buffered(), stdin)}, req.Check(name)
+	}
 	if stdin == nil {
-		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: no configuration on stdin: the daemon passes its effective configuration as YAML")
+		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step: no configuration on stdin: the daemon passes its request; by hand pass the configuration as YAML (< /etc/clusterrebootd/config.yaml)")
 	}
 	data, err := io.ReadAll(io.LimitReader(stdin, maxConfig+1))
 	if err != nil {
-		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: reading the configuration from stdin: %v", err)
+		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step: reading the configuration from stdin: %v", err)
 	}
 	if len(data) > maxConfig {
-		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: the configuration on stdin exceeds %d bytes", maxConfig)
+		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step: the configuration on stdin exceeds %d bytes", maxConfig)
 	}
 	if strings.TrimSpace(string(data)) == "" {
-		return config.Config{}, exitcode.Errorf(exitcode.Config, "crd-lock step: stdin is empty: pass the effective configuration as YAML (the daemon does; by hand: < /etc/clusterrebootd/config.yaml)")
+		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step: stdin is empty: pass the effective configuration as YAML (the daemon does; by hand: < /etc/clusterrebootd/config.yaml)")
 	}
+	if !protocol.IsRequest(data) {
+		cfg, err := readConfig(data)
+		return input{cfg: &cfg}, err
+	}
+	if byHand {
+		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step %s: flags and a request on stdin: the request carries the arguments (by hand, pass the configuration as YAML)", name)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var req protocol.Request
+	if err := dec.Decode(&req); err != nil {
+		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step %s: stdin is neither a step request (%v) nor a YAML configuration: by hand, pass the configuration as YAML (< /etc/clusterrebootd/config.yaml)", name, err)
+	}
+	if err := req.Check(name); err != nil {
+		return input{req: &req}, err
+	}
+	if req.Config == nil {
+		return input{req: &req}, exitcode.Errorf(exitcode.Internal, "crd-lock step %s: the request on stdin carries no configuration", name)
+	}
+	return input{req: &req, cfg: req.Config}, nil
+}
+
+// readConfig parses and validates a configuration given by hand.
+func readConfig(data []byte) (config.Config, error) {
 	cfg, err := config.Parse("stdin", data)
 	if err != nil {
 		return cfg, exitcode.New(exitcode.Config, err)
@@ -210,10 +297,10 @@ func emit(stdout io.Writer, res any, hdr *report.Header, err error) error {
 	if c, ok := res.(*CycleResult); ok && err != nil {
 		code := exitcode.CodeOf(err)
 		if c.Outcome == "" {
-			c.Outcome = driver.OutcomeBlocked
+			c.Outcome = protocol.OutcomeBlocked
 		}
 		if c.Reason == "" && code != exitcode.Config && code != exitcode.Internal {
-			c.Reason = driver.CodeReason(code)
+			c.Reason = protocol.CodeReason(code)
 		}
 		if c.Detail == "" {
 			c.Detail = err.Error()

@@ -11,7 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -22,7 +22,7 @@ import (
 // CycleResult is the JSON of `step cycle`: driver.CycleResult plus what the
 // daemon may show but need not parse.
 type CycleResult struct {
-	driver.CycleResult
+	protocol.CycleResult
 	// Attempt echoes --attempt.
 	Attempt int `json:"attempt"`
 	// SlotKey is the reboot slot this node holds after the step (set only
@@ -95,7 +95,7 @@ type cycleRun struct {
 	stopped bool
 	// at is what the cycle runs now. It no longer changes once ctx ends
 	// (SIGTERM): it then says what was running when the stop came.
-	at driver.StopPoint
+	at protocol.StopPoint
 }
 
 // doing records what the cycle runs next, unless SIGTERM already came.
@@ -106,7 +106,7 @@ func (c *cycleRun) doing(running string) {
 }
 
 // cycle acquires the lock and runs everything under it (docs/cluster-protocol.md).
-func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResult) error {
+func (s *session) cycle(ctx context.Context, a protocol.CycleArgs, res *CycleResult) error {
 	res.Attempt = a.Attempt
 	log := s.log.With("attempt", a.Attempt)
 	bootID, machineID, err := s.w.ids()
@@ -126,16 +126,16 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	}
 	o.Backoff.Rand = s.w.rand
 	o.OnRetry = func(attempt int, err error, wait time.Duration) {
-		log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", driver.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
+		log.Warn("etcd failed while acquiring the lock; retrying", "event", "lock_retry", "reason", protocol.ReasonEtcd, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
 	}
 	o.OnRequeued = func(attempt int, err error, wait time.Duration) {
 		// etcd did not fail: this process was frozen (or its entry evicted)
 		// for longer than the lease, and the line went on without it.
 		log.Warn("our place in line for the lock expired (lease gone or entry deleted); queuing again", "event", "lock_requeued",
-			"reason", driver.ReasonLockBusy, "lock_key", s.lockKey(), "lock_ttl_sec", s.cfg.LockTTLSec, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
+			"reason", protocol.ReasonLockBusy, "lock_key", s.lockKey(), "lock_ttl_sec", s.cfg.LockTTLSec, "retry", attempt, "wait_ms", wait.Milliseconds(), "error", err.Error())
 	}
 	o.OnQueued = func(position int) {
-		log.Info("waiting for the lock", "event", "lock_waiting", "reason", driver.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
+		log.Info("waiting for the lock", "event", "lock_waiting", "reason", protocol.ReasonLockBusy, "position", position, "lock_key", s.lockKey())
 	}
 	actx := ctx
 	if a.NoWait {
@@ -158,7 +158,7 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	res.FencingToken = held.FencingToken()
 	log = log.With("lease_id", res.LeaseID, "fencing_token", res.FencingToken)
 	log.Info("lock acquired", "event", "lock_acquired", "lock_key", s.lockKey(), "lock_wait_ms", res.LockWaitMS)
-	holding := filepath.Join(s.cfg.RunDir, driver.LockHoldingFile)
+	holding := filepath.Join(s.cfg.RunDir, protocol.LockHoldingFile)
 	if err := writeFileAtomic(holding, []byte(res.LeaseID+"\n")); err != nil {
 		log.Debug("cannot mark the lock as held in run_dir (metrics only)", "error", err.Error())
 	}
@@ -178,10 +178,10 @@ func (s *session) cycle(ctx context.Context, a driver.CycleArgs, res *CycleResul
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
 	c := &cycleRun{session: s, ctx: ctx, uctx: uctx, held: held, res: res, log: log, noWait: a.NoWait,
-		fleet: fleet, at: driver.StopPoint{Running: driver.RunningNothing}}
+		fleet: fleet, at: protocol.StopPoint{Running: protocol.RunningNothing}}
 	err = c.run()
 	c.notifyFailed(err)
-	if ctx.Err() != nil && res.Outcome == driver.OutcomeBlocked {
+	if ctx.Err() != nil && res.Outcome == protocol.OutcomeBlocked {
 		at := c.at
 		res.Stopped = &at
 	}
@@ -230,11 +230,11 @@ func (c *cycleRun) stop(reason string, err error) error {
 	detail := ""
 	switch {
 	case c.lost():
-		reason, err, detail = driver.ReasonLockBusy, c.held.Err(), LockLostDetail
+		reason, err, detail = protocol.ReasonLockBusy, c.held.Err(), LockLostDetail
 	case c.ctx.Err() != nil:
-		reason = driver.ReasonInterrupted
+		reason = protocol.ReasonInterrupted
 		err = exitcode.Errorf(exitcode.Interrupted, "cluster: interrupted (SIGTERM) under the lock %s; the lock is released", c.at.Describe())
-	case reason == driver.ReasonLockBusy:
+	case reason == protocol.ReasonLockBusy:
 		detail = LockLostDetail
 	}
 	if err == nil {
@@ -243,7 +243,7 @@ func (c *cycleRun) stop(reason string, err error) error {
 	if detail == "" {
 		detail = err.Error()
 	}
-	c.res.Outcome, c.res.Reason, c.res.Detail = driver.OutcomeBlocked, reason, detail
+	c.res.Outcome, c.res.Reason, c.res.Detail = protocol.OutcomeBlocked, reason, detail
 	c.stopped = true
 	c.log.Info("reboot blocked under the lock", "event", "blocked", "reason", reason, "detail", detail)
 	return err

@@ -12,7 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -88,7 +88,7 @@ func TestCycleRealRebootThenComplete(t *testing.T) {
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 5}}
 
 	o := n.run("cycle", "--attempt", "2")
-	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle = %d %s, want 0 rebooting\n%s\n%s", o.code, o.str("outcome"), o.stdout, o.stderr)
 	}
 	slotKey := "/t/" + ns + "/rebooting/node-a"
@@ -145,7 +145,7 @@ func TestCycleDryRun(t *testing.T) {
 	n.cfg["dry_run"] = true
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"cmd": []string{"/bin/false"}}}
 	o := n.run("cycle")
-	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeDryRun {
+	if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeDryRun {
 		t.Fatalf("dry-run cycle = %d %s, want 0 dry_run\n%s", o.code, o.str("outcome"), o.stdout)
 	}
 	if calls := n.rebootCalls(); calls != nil {
@@ -168,31 +168,31 @@ func TestCycleBlockedUnderLock(t *testing.T) {
 		reason string
 	}{
 		{"debounce: detector no longer fires", func(t *testing.T, n *node, _ *clientv3.Client) { os.Remove(n.needed) },
-			exitcode.No, driver.ReasonNotNeeded},
+			exitcode.No, protocol.ReasonNotNeeded},
 		{"health script fails", func(t *testing.T, n *node, _ *clientv3.Client) { script(t, n.health, "echo 'quorum lost' >&2; exit 3") },
-			exitcode.HealthBlocked, driver.ReasonHealth},
+			exitcode.HealthBlocked, protocol.ReasonHealth},
 		{"cluster paused", func(t *testing.T, n *node, c *clientv3.Client) {
 			if _, err := c.Put(context.Background(), "/t/"+nsName(t)+"/disable", `{"reason":"freeze","by":"ops"}`); err != nil {
 				t.Fatal(err)
 			}
-		}, exitcode.KillSwitch, driver.ReasonPaused},
+		}, exitcode.KillSwitch, protocol.ReasonPaused},
 		{"kill switch file", func(t *testing.T, n *node, _ *clientv3.Client) { writeFile(t, n.killFile, "incident 42\n") },
-			exitcode.KillSwitch, driver.ReasonKillSwitch},
+			exitcode.KillSwitch, protocol.ReasonKillSwitch},
 		{"window closed", func(t *testing.T, n *node, _ *clientv3.Client) {
 			n.cfg["windows"] = map[string]any{"timezone": "UTC", "deny": []string{"* 00:00-24:00"}}
-		}, exitcode.WindowClosed, driver.ReasonWindow},
+		}, exitcode.WindowClosed, protocol.ReasonWindow},
 		{"policy: too few healthy nodes", func(t *testing.T, n *node, _ *clientv3.Client) {
 			n.cfg["cluster_policies"] = map[string]any{"min_healthy_absolute": 2}
-		}, exitcode.HealthBlocked, driver.ReasonPolicy},
+		}, exitcode.HealthBlocked, protocol.ReasonPolicy},
 		{"detector fails", func(t *testing.T, n *node, _ *clientv3.Client) {
 			n.cfg["reboot_required_detectors"] = []map[string]any{{"type": "command", "cmd": []string{"/nonexistent/detector"}}}
-		}, exitcode.DetectorError, driver.ReasonDetector},
+		}, exitcode.DetectorError, protocol.ReasonDetector},
 		{"pre-reboot hook fails", func(t *testing.T, n *node, _ *clientv3.Client) {
 			n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{"/bin/sh", "-c", "echo drain refused >&2; exit 1"}, "timeout_sec": 5}}
-		}, exitcode.RebootFailed, driver.ReasonHook},
+		}, exitcode.RebootFailed, protocol.ReasonHook},
 		{"reboot command cannot start", func(t *testing.T, n *node, _ *clientv3.Client) {
 			n.cfg["reboot_command"] = []string{"/nonexistent/reboot"}
-		}, exitcode.RebootFailed, driver.ReasonRebootFailed},
+		}, exitcode.RebootFailed, protocol.ReasonRebootFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
@@ -200,13 +200,13 @@ func TestCycleBlockedUnderLock(t *testing.T) {
 			n := newNode(t, embedded.Endpoint, ns, "node-a")
 			tc.setup(t, n, c)
 			o := n.run("cycle")
-			if o.code != tc.code || o.str("reason") != tc.reason || o.str("outcome") != driver.OutcomeBlocked {
+			if o.code != tc.code || o.str("reason") != tc.reason || o.str("outcome") != protocol.OutcomeBlocked {
 				t.Fatalf("cycle = %d %s/%s, want %d blocked/%s\n%s\n%s", o.code, o.str("outcome"), o.str("reason"), tc.code, tc.reason, o.stdout, o.stderr)
 			}
 			if o.str("lease_id") == "" {
 				t.Errorf("blocked under the lock but no lease_id reported: %s", o.stdout)
 			}
-			if calls := n.rebootCalls(); calls != nil && tc.reason != driver.ReasonRebootFailed {
+			if calls := n.rebootCalls(); calls != nil && tc.reason != protocol.ReasonRebootFailed {
 				t.Errorf("reboot command ran: %q", calls)
 			}
 			if val, _ := slotOf(t, c, ns, "node-a"); val != "" {
@@ -313,7 +313,7 @@ func TestCycleNoWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := n.run("cycle", "--no-wait")
-		if o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonRebootInProgress ||
+		if o.code != exitcode.HealthBlocked || o.str("reason") != protocol.ReasonRebootInProgress ||
 			!strings.Contains(o.str("detail"), "other nodes of the ungrouped fleet are rebooting (node-b(slot); max_holders 1); a real run would keep its seat and wait") {
 			t.Fatalf("cycle --no-wait = %d %s: %s\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 		}
@@ -348,7 +348,7 @@ func TestCycleSeatLostBeforeSlot(t *testing.T) {
 			}
 		}
 	}, nil)
-	if o.code != exitcode.LockBusy || o.str("reason") != driver.ReasonLockBusy || o.str("detail") != LockLostDetail {
+	if o.code != exitcode.LockBusy || o.str("reason") != protocol.ReasonLockBusy || o.str("detail") != LockLostDetail {
 		t.Fatalf("cycle = %d %s/%s, want 4 lock_busy/lock lost\n%s", o.code, o.str("reason"), o.str("detail"), o.stdout)
 	}
 	if calls := n.rebootCalls(); calls != nil {
@@ -403,7 +403,7 @@ func TestCycleInterruptedWhileWaitingForLock(t *testing.T) {
 	testsupport.Eventually(t, 10*time.Second, "node-a queues for the lock", func() bool { return strings.Contains(stderr.String(), "lock_waiting") })
 	cancel() // what SIGTERM does through signal.NotifyContext
 	res := <-done
-	if res.code != exitcode.Interrupted || res.str("reason") != driver.ReasonInterrupted {
+	if res.code != exitcode.Interrupted || res.str("reason") != protocol.ReasonInterrupted {
 		t.Fatalf("cycle = %d %s, want 130 interrupted", res.code, res.stdout)
 	}
 	info, err := lock.Status(context.Background(), c, key)
@@ -421,8 +421,8 @@ func TestCycleStoppedWhileWaitingForSlot(t *testing.T) {
 		code   exitcode.Code
 		reason string
 	}{
-		{"SIGTERM", exitcode.Interrupted, driver.ReasonInterrupted},
-		{"lock lost", exitcode.LockBusy, driver.ReasonLockBusy},
+		{"SIGTERM", exitcode.Interrupted, protocol.ReasonInterrupted},
+		{"lock lost", exitcode.LockBusy, protocol.ReasonLockBusy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
@@ -484,7 +484,7 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 	}
 	resume()
 	o := <-done
-	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonHook || !strings.Contains(o.str("detail"), "expired while the pre-reboot hooks ran") {
+	if o.code != exitcode.RebootFailed || o.str("reason") != protocol.ReasonHook || !strings.Contains(o.str("detail"), "expired while the pre-reboot hooks ran") {
 		t.Fatalf("cycle = %d %s: %s, want 9 hook, slot expired\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	if strings.Contains(o.stderr, `"event":"rebooting"`) || strings.Contains(o.stderr, "lock lost") {
@@ -506,7 +506,7 @@ func TestCyclePausedDuringHooks(t *testing.T) {
 	}
 	resume()
 	o := <-done
-	if o.code != exitcode.KillSwitch || o.str("reason") != driver.ReasonPaused || !strings.Contains(o.str("detail"), "paused cluster-wide while the node prepared its reboot (incident INC-7") {
+	if o.code != exitcode.KillSwitch || o.str("reason") != protocol.ReasonPaused || !strings.Contains(o.str("detail"), "paused cluster-wide while the node prepared its reboot (incident INC-7") {
 		t.Fatalf("cycle = %d %s: %s, want 6 paused\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	assertNothingLeft(t, c, ns, n)
@@ -525,7 +525,7 @@ func TestCycleStateDirUnusableBeforeHooks(t *testing.T) {
 	n.cfg["state_dir"] = filepath.Join(n.dir, "file", "state")
 
 	o := n.run("cycle")
-	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonRebootFailed || !strings.Contains(o.str("detail"), "cannot take the reboot marker") {
+	if o.code != exitcode.RebootFailed || o.str("reason") != protocol.ReasonRebootFailed || !strings.Contains(o.str("detail"), "cannot take the reboot marker") {
 		t.Fatalf("cycle = %d %s: %s, want 9 reboot_failed\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	if _, err := os.Stat(hookLog); err == nil {
@@ -543,7 +543,7 @@ func TestCycleSlotRenewedBeforeReboot(t *testing.T) {
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "slow", "cmd": []string{"/bin/sleep", "3"}, "timeout_sec": 30}}
 	n.cfg["reboot_slot_ttl_sec"] = 60
 	o := n.run("cycle")
-	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle = %d %s\n%s", o.code, o.str("outcome"), o.stderr)
 	}
 	_, lease := slotOf(t, c, ns, "node-a")
@@ -595,7 +595,7 @@ func TestCompleteKeepRenewsTheSlot(t *testing.T) {
 func TestCycleMarksTheSeatInRunDir(t *testing.T) {
 	ns := nsName(t)
 	n := newNode(t, embedded.Endpoint, ns, "node-a")
-	mark := filepath.Join(n.dir, "run", driver.LockHoldingFile)
+	mark := filepath.Join(n.dir, "run", protocol.LockHoldingFile)
 	done, resume := cycleInHook(t, n)
 	b, err := os.ReadFile(mark)
 	if err != nil || strings.TrimSpace(string(b)) == "" {

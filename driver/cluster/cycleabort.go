@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
@@ -33,7 +33,7 @@ func hookName(h config.Hook, field string, i int) string {
 // depend on the lock that was lost). A failure is logged and reported; it
 // never changes the outcome, which stays blocked.
 func (c *cycleRun) abortHooks() {
-	if !c.hooksStarted || len(c.cfg.AbortHooks) == 0 || c.res.Outcome != driver.OutcomeBlocked {
+	if !c.hooksStarted || len(c.cfg.AbortHooks) == 0 || c.res.Outcome != protocol.OutcomeBlocked {
 		return
 	}
 	actx := context.WithoutCancel(c.ctx)

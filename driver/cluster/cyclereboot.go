@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -29,7 +29,7 @@ func (c *cycleRun) hooks() error {
 		}
 		name := hookName(h, "pre_reboot_hooks", i)
 		timeout := h.Timeout()
-		c.doing(driver.RunningHook)
+		c.doing(protocol.RunningHook)
 		if c.ctx.Err() == nil {
 			c.at.Hook, c.at.HookIndex = name, i+1
 		}
@@ -41,7 +41,7 @@ func (c *cycleRun) hooks() error {
 			c.log.Warn("PRE-REBOOT HOOK TIMED OUT AND THE REBOOT GOES ON (on_timeout: continue): its work may be unfinished",
 				"event", "hook_timeout_continue", "hook", name, "timeout_sec", int64(timeout/time.Second), "detail", pr.Describe(timeout))
 		case !pr.OK():
-			return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
+			return c.stop(protocol.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
 				"cluster: pre-reboot hook %s %s; nothing was rebooted and the slot is freed: fix the hook or remove it from pre_reboot_hooks", name, pr.Describe(timeout)))
 		default:
 			c.log.Info("pre-reboot hook passed", "event", "hook_ok", "hook", name, "duration_ms", pr.Duration.Milliseconds())
@@ -49,19 +49,19 @@ func (c *cycleRun) hooks() error {
 		if c.ctx.Err() == nil {
 			c.at.HooksDone++
 		}
-		c.doing(driver.RunningNothing)
+		c.doing(protocol.RunningNothing)
 	}
 	return nil
 }
 
 // hookEnv is the complete environment of a pre-reboot hook: every hook's
-// (driver.HookEnv) and the lock's and the slot's.
+// (reboot.HookEnv) and the lock's and the slot's.
 func (c *cycleRun) hookEnv() []string { return c.hookEnvFor("pre-reboot") }
 
 // hookEnvFor is hookEnv with PHASE set to phase (abort hooks get the
 // pre-reboot hooks' environment under their own phase).
 func (c *cycleRun) hookEnvFor(phase string) []string {
-	return append(driver.HookEnv(c.cfg, phase),
+	return append(reboot.HookEnv(c.cfg.NodeName, c.cfg.EtcdEndpoints, phase),
 		"LOCK_KEY="+c.lockKey(),
 		"LEASE_ID="+c.res.LeaseID,
 		"FENCING_TOKEN="+strconv.FormatInt(c.res.FencingToken, 10),
@@ -79,15 +79,15 @@ func (c *cycleRun) notPaused(while string) error {
 	hold := slot.HoldKey(c.ns, c.cfg.NodeName)
 	resp, err := c.client.Txn(rctx).Then(clientv3.OpGet(c.pauseKey()), clientv3.OpGet(hold), clientv3.OpGet(slot.HaltKey(c.ns))).Commit()
 	if err != nil {
-		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+", the halt and "+hold+" before the reboot", err))
+		return c.stop(protocol.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+", the halt and "+hold+" before the reboot", err))
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
 		h := policy.Override{Node: c.cfg.NodeName, Pause: *parsePause(kvs[0].Value)}
-		return c.stop(driver.ReasonHeld, heldErr(c.cfg.NodeName, " (held while "+while+")", &h))
+		return c.stop(protocol.ReasonHeld, heldErr(c.cfg.NodeName, " (held while "+while+")", &h))
 	}
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
 		h := haltOf(kvs[0].Value)
-		return c.stop(driver.ReasonHalted, exitcode.Errorf(exitcode.KillSwitch,
+		return c.stop(protocol.ReasonHalted, exitcode.Errorf(exitcode.KillSwitch,
 			"cluster: the rollout halted itself while %s (%s); nothing was rebooted: look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", while, h.Reason))
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -95,7 +95,7 @@ func (c *cycleRun) notPaused(while string) error {
 		return nil
 	}
 	p := parsePause(kvs[0].Value)
-	return c.stop(driver.ReasonPaused, exitcode.Errorf(exitcode.KillSwitch,
+	return c.stop(protocol.ReasonPaused, exitcode.Errorf(exitcode.KillSwitch,
 		"cluster: reboots were paused cluster-wide while %s (%s, by %s since %s); nothing was rebooted: run `clusterrebootd resume` to allow them",
 		while, p.Reason, p.By, p.Since.Format("2006-01-02T15:04:05Z07:00")))
 }
@@ -126,17 +126,17 @@ func (c *cycleRun) reboot() error {
 	if err := c.notPaused("the node prepared its reboot"); err != nil {
 		return err
 	}
-	c.doing(driver.RunningRebootCommand)
+	c.doing(protocol.RunningRebootCommand)
 	rr, err := reboot.Do(c.uctx, c.rebootOptions())
 	c.res.Reboot = &rr
-	if c.at.Running == driver.RunningRebootCommand && !rr.CommandStarted {
+	if c.at.Running == protocol.RunningRebootCommand && !rr.CommandStarted {
 		// Stopped in lib/reboot's last checks: the command never started.
-		c.at.Running = driver.RunningNothing
+		c.at.Running = protocol.RunningNothing
 	}
 	if err != nil {
 		return c.rebootStopped(err)
 	}
-	c.res.Outcome, c.res.Reason, c.res.Detail = driver.OutcomeRebooting, "", "reboot command "+strings.Join(rr.Command, " ")+" exited 0"
+	c.res.Outcome, c.res.Reason, c.res.Detail = protocol.OutcomeRebooting, "", "reboot command "+strings.Join(rr.Command, " ")+" exited 0"
 	c.log.Info("reboot command ran; releasing the lock seat, the slot keeps the node counted", "event", "rebooting",
 		"slot_key", c.res.SlotKey, "action", "reboot", "command", strings.Join(rr.Command, " "))
 	return nil
@@ -149,7 +149,7 @@ func (c *cycleRun) dryRun() error {
 	if err != nil {
 		return c.rebootStopped(err)
 	}
-	c.res.Outcome = driver.OutcomeDryRun
+	c.res.Outcome = protocol.OutcomeDryRun
 	c.res.Detail = fmt.Sprintf("dry run: would take slot %s, run %d pre-reboot hook(s) and %s", c.slotKey(), len(c.cfg.PreRebootHooks), strings.Join(c.cfg.RebootCommand, " "))
 	c.res.Detail += c.silencePlan()
 	c.log.Info("dry run: every check passed; nothing was changed", "event", "dry_run", "slot_key", c.slotKey())
@@ -160,12 +160,12 @@ func (c *cycleRun) dryRun() error {
 // switch and a busy package manager are their own reasons, anything else
 // is reboot_failed.
 func (c *cycleRun) rebootStopped(err error) error {
-	reason := driver.ReasonRebootFailed
+	reason := protocol.ReasonRebootFailed
 	switch exitcode.CodeOf(err) {
 	case exitcode.KillSwitch:
-		reason = driver.ReasonKillSwitch
+		reason = protocol.ReasonKillSwitch
 	case exitcode.PackageManagerBusy:
-		reason = driver.ReasonPackageManagerBusy
+		reason = protocol.ReasonPackageManagerBusy
 	}
 	return c.stop(reason, err)
 }

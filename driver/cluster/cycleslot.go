@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
@@ -19,23 +19,23 @@ import (
 func RuleReason(rule string) string {
 	switch rule {
 	case slot.RuleMaxHolders, slot.RuleMaxTotal:
-		return driver.ReasonRebootInProgress
+		return protocol.ReasonRebootInProgress
 	case slot.RuleMinInterval, slot.RuleRate:
-		return driver.ReasonPaced
+		return protocol.ReasonPaced
 	case slot.RuleConflict:
-		return driver.ReasonConflict
+		return protocol.ReasonConflict
 	case slot.RulePaused:
-		return driver.ReasonPaused
+		return protocol.ReasonPaused
 	case slot.RuleHalted:
-		return driver.ReasonHalted
+		return protocol.ReasonHalted
 	case slot.RuleHeld:
-		return driver.ReasonHeld
+		return protocol.ReasonHeld
 	case slot.RuleWave:
-		return driver.ReasonWave
+		return protocol.ReasonWave
 	case slot.RulePolicy:
-		return driver.ReasonPolicy
+		return protocol.ReasonPolicy
 	}
-	return driver.ReasonInternal
+	return protocol.ReasonInternal
 }
 
 // admit takes this node's reboot slot through the one admission point
@@ -57,14 +57,14 @@ func (c *cycleRun) admit() error {
 					"max_holders", v.Rules.MaxHolders, "until", stampOrEmpty(v))
 				lastWait = key
 			}
-			c.doing(driver.RunningSlotWait)
+			c.doing(protocol.RunningSlotWait)
 			if c.w.beforeWatch != nil {
 				c.w.beforeWatch()
 			}
 		},
 	}
 	out, err := a.Admit(c.uctx)
-	c.doing(driver.RunningNothing)
+	c.doing(protocol.RunningNothing)
 	c.count = out.Count
 	if out.Count.Revision != 0 {
 		c.res.Present, c.res.MaxHolders = c.countOf(out.Verdict)
@@ -100,18 +100,18 @@ func (c *cycleRun) admit() error {
 		}
 		return c.stop(RuleReason(refusal.Rule), exitcode.Errorf(exitcode.CodeOf(err), "cluster: %s", refusal.Reason))
 	case errors.Is(err, slot.ErrSeatLost):
-		return c.stop(driver.ReasonLockBusy, exitcode.Errorf(exitcode.LockBusy,
+		return c.stop(protocol.ReasonLockBusy, exitcode.Errorf(exitcode.LockBusy,
 			"cluster: lock lost: the seat %s was gone when the reboot slot was to be taken; nothing was run", c.held.Entry()))
 	case c.uctx.Err() != nil:
 		return c.stop("", nil)
 	}
 	switch exitcode.CodeOf(err) {
 	case exitcode.Config:
-		return c.stop(driver.ReasonConflict, err)
+		return c.stop(protocol.ReasonConflict, err)
 	case exitcode.RebootFailed:
-		return c.stop(driver.ReasonRebootFailed, err)
+		return c.stop(protocol.ReasonRebootFailed, err)
 	}
-	return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "admitting the reboot slot "+c.fleet.Key(), err))
+	return c.stop(protocol.ReasonEtcd, c.etcdErr(c.uctx, "admitting the reboot slot "+c.fleet.Key(), err))
 }
 
 // countOf is the members counted and the effective max_holders of a verdict.
@@ -138,11 +138,11 @@ func (c *cycleRun) prepareSlot(_ context.Context, l slot.Leases) error {
 		c.w.beforeSlot()
 	}
 	if err := reboot.CheckStateDir(c.cfg.StateDir); err != nil {
-		return c.stop(driver.ReasonRebootFailed, err)
+		return c.stop(protocol.ReasonRebootFailed, err)
 	}
 	c.slotLeases = l
 	if err := slot.WriteClaim(c.cfg.StateDir, slot.NewClaim(c.fleet, l, c.w.now(), c.res.FencingToken)); err != nil {
-		return c.stop(driver.ReasonRebootFailed, err)
+		return c.stop(protocol.ReasonRebootFailed, err)
 	}
 	return nil
 }
@@ -150,8 +150,8 @@ func (c *cycleRun) prepareSlot(_ context.Context, l slot.Leases) error {
 // notifyHalted sends rollout_halted: this node's admission recorded the
 // halt, so it alone sends it.
 func (c *cycleRun) notifyHalted(v slot.Verdict) {
-	c.log.Error(v.Reason, "event", "rollout_halted", "reason", driver.ReasonHalted, "failures", len(v.Failures))
-	c.notify(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: v.Reason})
+	c.log.Error(v.Reason, "event", "rollout_halted", "reason", protocol.ReasonHalted, "failures", len(v.Failures))
+	c.notify(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: protocol.ReasonHalted, Detail: v.Reason})
 }
 
 // renewSlot gives the slot its whole TTL again just before the reboot
@@ -166,12 +166,12 @@ func (c *cycleRun) renewSlot() error {
 	err := c.slot.Renew(c.uctx)
 	if errors.Is(err, slot.ErrExpired) {
 		c.slotExpired = true
-		return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
+		return c.stop(protocol.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
 			"cluster: the reboot slot %s expired while the pre-reboot hooks ran (reboot_slot_ttl_sec is %d); nothing was rebooted: "+
 				"raise reboot_slot_ttl_sec above the hooks' total run time", c.slot.Key, c.cfg.RebootSlotTTLSec))
 	}
 	if err != nil {
-		return c.stop(driver.ReasonEtcd, c.etcdErr(c.uctx, "renewing the reboot slot "+c.slot.Key, err))
+		return c.stop(protocol.ReasonEtcd, c.etcdErr(c.uctx, "renewing the reboot slot "+c.slot.Key, err))
 	}
 	c.extendSilence()
 	return nil

@@ -10,7 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
@@ -21,7 +21,7 @@ import (
 // budget (docs/rollout.md): once per node, kind and start. A failure of
 // this boot's reboot replaces its in-flight record, which would not count:
 // the node's own record names the boot it was taken in.
-func (s *session) failure(ctx context.Context, a driver.FailureArgs, res *driver.FailureResult) error {
+func (s *session) failure(ctx context.Context, a protocol.FailureArgs, res *protocol.FailureResult) error {
 	if !slices.Contains([]string{slot.FailureRebootCommand, slot.FailureRebootLoop}, a.Kind) {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step failure: --kind %q: use %s or %s", a.Kind, slot.FailureRebootCommand, slot.FailureRebootLoop)
 	}
@@ -34,7 +34,7 @@ func (s *session) failure(ctx context.Context, a driver.FailureArgs, res *driver
 
 // recordFailure writes the failure record id of kind for this node (lib/slot
 // RecordFailure) and drops this boot's in-flight record.
-func (s *session) recordFailure(ctx context.Context, kind, detail, id string, res *driver.FailureResult) error {
+func (s *session) recordFailure(ctx context.Context, kind, detail, id string, res *protocol.FailureResult) error {
 	rctx, cancel := context.WithTimeout(ctx, 3*s.rpc)
 	defer cancel()
 	f := slot.Failure{Node: s.cfg.NodeName, Group: s.cfg.Group, Wave: s.cfg.Rollout.Wave, Kind: kind, Detail: detail, At: s.w.now().UTC()}

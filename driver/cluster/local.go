@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -54,7 +54,7 @@ func (l LocalChecks) doing(s string) {
 func (l LocalChecks) Check(ctx context.Context, request *policy.Override, clusterSize int) LocalResult {
 	cfg := l.Cfg
 	if set, why, _ := reboot.KillSwitch(cfg.KillSwitchFile); set {
-		return LocalResult{Reason: driver.ReasonKillSwitch, Err: exitcode.Errorf(exitcode.KillSwitch,
+		return LocalResult{Reason: protocol.ReasonKillSwitch, Err: exitcode.Errorf(exitcode.KillSwitch,
 			"cluster: kill switch %s is set (%s): remove the file to allow reboots", cfg.KillSwitchFile, why)}
 	}
 	if request != nil && request.Now {
@@ -69,12 +69,12 @@ func (l LocalChecks) Check(ctx context.Context, request *policy.Override, cluste
 	gc := gate.FromConfig(cfg, gate.PhaseUnderLock)
 	gc.ClusterSize = clusterSize
 	gc.Checks.Remote = remoteChecks(cfg)
-	l.doing(driver.RunningHealthScript)
+	l.doing(protocol.RunningHealthScript)
 	gr := gate.Run(ctx, l.Runner, cfg.HealthScript, gate.Timeout(cfg), gc)
-	l.doing(driver.RunningNothing)
+	l.doing(protocol.RunningNothing)
 	res := LocalResult{Gate: &GateSummary{Phase: gr.Phase, Healthy: gr.Healthy, ExitStatus: gr.ExitStatus, TimedOut: gr.TimedOut, DurationMS: gr.DurationMS, Reason: gr.Reason}}
 	if err := gr.Err(); err != nil {
-		res.Reason, res.Err = driver.ReasonHealth, err
+		res.Reason, res.Err = protocol.ReasonHealth, err
 	}
 	return res
 }
@@ -83,14 +83,14 @@ func (l LocalChecks) window() LocalResult {
 	w := l.Cfg.Windows
 	loc, err := window.LoadLocation(w.Timezone)
 	if err != nil {
-		return LocalResult{Reason: driver.ReasonWindow, Err: exitcode.New(exitcode.Config, err)}
+		return LocalResult{Reason: protocol.ReasonWindow, Err: exitcode.New(exitcode.Config, err)}
 	}
 	sched, err := window.New(w.Allow, w.Deny, loc)
 	if err != nil {
-		return LocalResult{Reason: driver.ReasonWindow, Err: err}
+		return LocalResult{Reason: protocol.ReasonWindow, Err: err}
 	}
 	if d := sched.At(l.Now()); !d.Open {
-		return LocalResult{Reason: driver.ReasonWindow, Err: exitcode.Errorf(exitcode.WindowClosed, "cluster: window closed: %s", d.Reason)}
+		return LocalResult{Reason: protocol.ReasonWindow, Err: exitcode.Errorf(exitcode.WindowClosed, "cluster: window closed: %s", d.Reason)}
 	}
 	return LocalResult{}
 }
@@ -100,16 +100,16 @@ func (l LocalChecks) window() LocalResult {
 func (l LocalChecks) detect(ctx context.Context, request *policy.Override) LocalResult {
 	ds, err := detect.New(l.Cfg.Detectors, detect.Env{Root: l.Root, Runner: l.Runner, Uname: l.Uname})
 	if err != nil {
-		return LocalResult{Reason: driver.ReasonDetector, Err: err}
+		return LocalResult{Reason: protocol.ReasonDetector, Err: err}
 	}
-	l.doing(driver.RunningDetectors)
+	l.doing(protocol.RunningDetectors)
 	rep := detect.Check(ctx, ds)
-	l.doing(driver.RunningNothing)
+	l.doing(protocol.RunningNothing)
 	if rep.Err != nil {
-		return LocalResult{Reason: driver.ReasonDetector, Err: rep.Err}
+		return LocalResult{Reason: protocol.ReasonDetector, Err: rep.Err}
 	}
 	if !rep.RebootRequired && request == nil {
-		return LocalResult{Reason: driver.ReasonNotNeeded, Err: exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do")}
+		return LocalResult{Reason: protocol.ReasonNotNeeded, Err: exitcode.Errorf(exitcode.No, "cluster: no reboot is needed any more (the detectors were asked again under the lock); nothing to do")}
 	}
 	if !rep.RebootRequired {
 		l.Log.Info("no detector says a reboot is needed, but an operator requested one", "event", "reboot_requested",
@@ -121,7 +121,7 @@ func (l LocalChecks) detect(ctx context.Context, request *policy.Override) Local
 	// the reboot command). The daemon's cycle and the pipeline both come
 	// here.
 	if err := pkgbusy.Check(l.Root); err != nil {
-		return LocalResult{Reason: driver.ReasonPackageManagerBusy, Err: err}
+		return LocalResult{Reason: protocol.ReasonPackageManagerBusy, Err: err}
 	}
 	return LocalResult{}
 }

@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,10 +18,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"gopkg.in/yaml.v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
+	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
 
 // embedded is the etcd server the tests share; each test works under its
@@ -43,6 +49,9 @@ type node struct {
 	// boot and machine, when set, are the node's boot id and machine id
 	// (default: the host's); a test "reboots" the node by changing boot.
 	boot, machine string
+	// byHand runs the steps as `crd-lock step NAME [flags] < config.yaml`
+	// instead of with the daemon's request.
+	byHand bool
 }
 
 // newNode makes a node under namespace /t/<ns>/ whose detector says "needed",
@@ -121,6 +130,27 @@ func (o outcome) str(key string) string {
 // step runs a step for n with the real world (plus edits).
 // Its stderr goes to errb when given (to watch it while the step runs).
 func (n *node) step(ctx context.Context, args []string, edit func(*world), errb *testsupport.SyncBuffer) outcome {
+	argv, stdin := n.stdin(args)
+	return n.exec(ctx, argv, stdin, edit, errb)
+}
+
+// stepRequest runs req's step for n, its configuration n's (the daemon's
+// path).
+func (n *node) stepRequest(ctx context.Context, req protocol.Request, edit func(*world)) outcome {
+	cfg, err := config.Parse("node.yaml", []byte(n.yaml()))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	req.Config = &cfg
+	data, err := req.Encode()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return n.exec(ctx, []string{req.Step}, bytes.NewReader(data), edit, nil)
+}
+
+// exec runs runStep with argv and stdin for n.
+func (n *node) exec(ctx context.Context, args []string, stdin io.Reader, edit func(*world), errb *testsupport.SyncBuffer) outcome {
 	w := realWorld()
 	if n.boot != "" {
 		boot := n.boot
@@ -137,7 +167,7 @@ func (n *node) step(ctx context.Context, args []string, edit func(*world), errb 
 		errb = &testsupport.SyncBuffer{}
 	}
 	var out testsupport.SyncBuffer
-	err := runStep(ctx, args, strings.NewReader(n.yaml()), &out, errb, w)
+	err := runStep(ctx, args, stdin, &out, errb, w)
 	o := outcome{code: exitcode.CodeOf(err), err: err, stdout: out.String(), stderr: errb.String()}
 	if strings.Count(o.stdout, "\n") != 1 {
 		n.t.Errorf("%s %v: stdout is not exactly one line:\n%s", n.name, args, o.stdout)
@@ -149,6 +179,46 @@ func (n *node) step(ctx context.Context, args []string, edit func(*world), errb 
 		n.t.Errorf("%s %v: JSON exit_code %v, returned %d", n.name, args, o.json["exit_code"], got)
 	}
 	return o
+}
+
+// stdin is what a step gets for args: the daemon's request, with the step's
+// flags in args parsed as crd-lock step parses them by hand, and argv
+// then only the step's name. With n.byHand, flags the step refuses or a
+// configuration the daemon would refuse, it is args as they are and the
+// configuration as YAML (by hand).
+func (n *node) stdin(args []string) (argv []string, stdin io.Reader) {
+	if n.byHand || len(args) == 0 {
+		return args, strings.NewReader(n.yaml())
+	}
+	h, ok := steps[args[0]]
+	if !ok {
+		return args, strings.NewReader(n.yaml())
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	common := registerCommon(fs, "")
+	c := h.newCall(fs)
+	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
+		return args, strings.NewReader(n.yaml())
+	}
+	var a any
+	if c.args != nil {
+		a = reflect.ValueOf(c.args).Elem().Interface()
+	}
+	cfg, err := config.Parse("node.yaml", []byte(n.yaml()))
+	if err != nil || config.Validate(&cfg, "node.yaml", window.Validate) != nil {
+		return args, strings.NewReader(n.yaml())
+	}
+	req, err := protocol.NewRequest(args[0], a, &cfg)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	req.Root, req.LogLevel, req.LogFormat = *common.root, *common.logLevel, *common.logFormat
+	data, err := req.Encode()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return args[:1], bytes.NewReader(data)
 }
 
 func (n *node) run(args ...string) outcome { return n.step(context.Background(), args, nil, nil) }
@@ -184,7 +254,7 @@ func expectRebooting(t testing.TB, done <-chan outcome, limit time.Duration, wha
 	t.Helper()
 	select {
 	case o := <-done:
-		if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+		if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 			t.Fatalf("%s = %d %s\n%s", what, o.code, o.stdout, o.stderr)
 		}
 	case <-time.After(limit):

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
@@ -33,7 +33,7 @@ const ExpositionContentType = "text/plain; version=0.0.4; charset=utf-8"
 // /healthz until stdin reaches EOF (the daemon, which holds the other end,
 // died or closed it) or ctx ends (SIGTERM). Both are a normal end: exit 0.
 // The address is metrics.listen, the operator's choice (loopback by default).
-func serveMetrics(ctx context.Context, a driver.ServeMetricsArgs, stdin io.Reader, res *MetricsResult, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, a protocol.ServeMetricsArgs, stdin io.Reader, res *MetricsResult, log *slog.Logger) error {
 	res.Listen, res.File = a.Listen, a.File
 	if a.File == "" {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step serve-metrics: --file is required: the exposition file the daemon writes (run_dir/metrics.prom)")

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -48,19 +48,19 @@ func (s *session) notifyOnce(ctx context.Context, id string, f notifications.Fie
 // long blocked episode on publish), then waits for the queued
 // notifications (at most notifications.timeout_sec more) and records them
 // in the step's JSON.
-func (s *session) notifyAfter(ctx context.Context, step string, pa driver.PublishArgs, res any, err error) {
+func (s *session) notifyAfter(ctx context.Context, step string, pa protocol.PublishArgs, res any, err error) {
 	if !s.cfg.Notifications.Enabled() {
 		return
 	}
 	if err == nil {
 		switch r := res.(type) {
-		case *driver.PauseResult:
-			if r.Changed && step == driver.StepPause && r.Paused != nil {
+		case *protocol.PauseResult:
+			if r.Changed && step == protocol.StepPause && r.Paused != nil {
 				s.notify(notifications.Fields{Event: config.NotifyPaused, By: r.Paused.By, Reason: r.Paused.Reason, Since: notifications.Stamp(r.Paused.Since)})
-			} else if r.Changed && step == driver.StepResume {
+			} else if r.Changed && step == protocol.StepResume {
 				s.notify(notifications.Fields{Event: config.NotifyResumed, By: s.cfg.NodeName})
 			}
-		case *driver.PublishResult:
+		case *protocol.PublishResult:
 			s.notifyBlocked(pa)
 			s.noticeExpiredSlots(ctx)
 		}
@@ -73,11 +73,11 @@ func (s *session) notifyAfter(ctx context.Context, step string, pa driver.Publis
 	switch r := res.(type) {
 	case *CycleResult:
 		r.Notifications = n
-	case *driver.PublishResult:
+	case *protocol.PublishResult:
 		r.Notifications = n
-	case *driver.CompleteResult:
+	case *protocol.CompleteResult:
 		r.Notifications = n
-	case *driver.PauseResult:
+	case *protocol.PauseResult:
 		r.Notifications = n
 	}
 }
@@ -90,7 +90,7 @@ type blockedRecord map[string]string
 // blocked_after_sec, each once per blocked episode (the daemon passes since
 // when and why on every publish). Waiting for a window or a cluster-wide
 // pause or an operator's hold is not reported: those are plans, not trouble.
-func (s *session) notifyBlocked(a driver.PublishArgs) {
+func (s *session) notifyBlocked(a protocol.PublishArgs) {
 	if (a.State != policy.StateBlocked && a.State != policy.StatePostReboot) || a.BlockedSince.IsZero() {
 		return
 	}
@@ -102,12 +102,12 @@ func (s *session) notifyBlocked(a driver.PublishArgs) {
 	since := notifications.Stamp(a.BlockedSince)
 	f := notifications.Fields{Reason: a.BlockedReason, Detail: a.Detail, Since: since}
 	changed := false
-	if a.BlockedReason == driver.ReasonRebootLoop && rec[config.NotifyRebootLoop] != since {
+	if a.BlockedReason == protocol.ReasonRebootLoop && rec[config.NotifyRebootLoop] != since {
 		f.Event = config.NotifyRebootLoop
 		s.notify(f)
 		rec[config.NotifyRebootLoop], changed = since, true
 	}
-	quiet := slices.Contains([]string{driver.ReasonWindow, driver.ReasonPaused, driver.ReasonHeld}, a.BlockedReason)
+	quiet := slices.Contains([]string{protocol.ReasonWindow, protocol.ReasonPaused, protocol.ReasonHeld}, a.BlockedReason)
 	after := time.Duration(s.cfg.Notifications.BlockedAfterSec) * time.Second
 	if !quiet && s.w.now().Sub(a.BlockedSince) >= after && rec[config.NotifyNodeBlocked] != since {
 		f.Event = config.NotifyNodeBlocked
@@ -126,7 +126,7 @@ func (s *session) notifyBlocked(a driver.PublishArgs) {
 // completeNotify is complete, then reboot_completed (with the time from the
 // reboot request to now) and, when the slot had expired meanwhile,
 // slot_expired (once per cluster: other nodes may have noticed it too).
-func (s *session) completeNotify(ctx context.Context, res *driver.CompleteResult) error {
+func (s *session) completeNotify(ctx context.Context, res *protocol.CompleteResult) error {
 	m, merr := reboot.ReadMarker(s.cfg.StateDir)
 	cl, hasClaim, _ := slot.ReadClaim(s.cfg.StateDir)
 	err := s.complete(ctx, res)
@@ -162,13 +162,13 @@ func (c *cycleRun) notifyFailed(err error) {
 
 // NotificationsOf is a step's report as the JSON of its result (the
 // cluster steps' and crd-lock's pipeline).
-func NotificationsOf(rep notifications.Report) *driver.Notifications {
-	n := &driver.Notifications{}
+func NotificationsOf(rep notifications.Report) *protocol.Notifications {
+	n := &protocol.Notifications{}
 	for _, d := range rep.Sent {
-		n.Sent = append(n.Sent, driver.NotificationDelivery(d))
+		n.Sent = append(n.Sent, protocol.NotificationDelivery(d))
 	}
 	for _, d := range rep.Failed {
-		n.Failed = append(n.Failed, driver.NotificationDelivery(d))
+		n.Failed = append(n.Failed, protocol.NotificationDelivery(d))
 	}
 	return n
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
+	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 )
@@ -120,7 +121,7 @@ func TestNotificationsThroughARollout(t *testing.T) {
 	}
 
 	cycle := n.run("cycle")
-	if cycle.code != exitcode.OK || cycle.str("outcome") != driver.OutcomeRebooting || len(n.rebootCalls()) != 2 {
+	if cycle.code != exitcode.OK || cycle.str("outcome") != protocol.OutcomeRebooting || len(n.rebootCalls()) != 2 {
 		t.Fatalf("cycle = %d %s, calls %q; want the reboot despite the failing receivers\n%s", cycle.code, cycle.stdout, n.rebootCalls(), cycle.stderr)
 	}
 	if f := failedEvents(cycle); len(f) != 2 || f[0] != "reboot_starting" {
@@ -189,7 +190,7 @@ func TestNotifyStartingThenFailed(t *testing.T) {
 		t.Fatalf("cycle = %d %s", o.code, o.stdout)
 	}
 	p := good.payload("reboot_failed")
-	if p.Node != "node-b" || p.Reason != driver.ReasonHook || !strings.Contains(p.Detail, "drain refused") || !strings.Contains(p.Message, "reboot of node-b was aborted (hook)") {
+	if p.Node != "node-b" || p.Reason != protocol.ReasonHook || !strings.Contains(p.Detail, "drain refused") || !strings.Contains(p.Message, "reboot of node-b was aborted (hook)") {
 		t.Errorf("reboot_failed payload %+v (events %q)", p, good.events())
 	}
 }
@@ -262,18 +263,18 @@ func TestNotifyBlockedOncePerEpisode(t *testing.T) {
 		return n.run("publish", "--state", "blocked", "--reboot-required=true", "--detail", reason+": it says no",
 			"--blocked-since", since.Format(time.RFC3339), "--blocked-reason", reason)
 	}
-	pub(driver.ReasonWindow, since)
-	pub(driver.ReasonHealth, time.Now().Add(-time.Minute)) // not long enough yet
+	pub(protocol.ReasonWindow, since)
+	pub(protocol.ReasonHealth, time.Now().Add(-time.Minute)) // not long enough yet
 	if got := good.events(); len(got) != 0 {
 		t.Fatalf("sent %q for a window and a short block", got)
 	}
-	pub(driver.ReasonHealth, since)
-	pub(driver.ReasonHealth, since)
-	pub(driver.ReasonRebootLoop, since.Add(time.Second))
-	pub(driver.ReasonRebootLoop, since.Add(time.Second))
+	pub(protocol.ReasonHealth, since)
+	pub(protocol.ReasonHealth, since)
+	pub(protocol.ReasonRebootLoop, since.Add(time.Second))
+	pub(protocol.ReasonRebootLoop, since.Add(time.Second))
 	// Back from the reboot but failing the post-reboot checks: blocked too.
 	if o := n.run("publish", "--state", "post_reboot", "--detail", "post_reboot: health script exited 1",
-		"--blocked-since", since.Add(2*time.Second).Format(time.RFC3339), "--blocked-reason", driver.ReasonPostReboot); o.code != exitcode.OK {
+		"--blocked-since", since.Add(2*time.Second).Format(time.RFC3339), "--blocked-reason", protocol.ReasonPostReboot); o.code != exitcode.OK {
 		t.Fatalf("publish = %d %s", o.code, o.stdout)
 	}
 	want := "node_blocked reboot_loop node_blocked node_blocked"
@@ -281,7 +282,7 @@ func TestNotifyBlockedOncePerEpisode(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	p := good.payload("node_blocked")
-	if p.Reason != driver.ReasonHealth || p.Since != since.Format(time.RFC3339) || !strings.Contains(p.Message, "has been blocked since") {
+	if p.Reason != protocol.ReasonHealth || p.Since != since.Format(time.RFC3339) || !strings.Contains(p.Message, "has been blocked since") {
 		t.Errorf("node_blocked payload %+v", p)
 	}
 }
@@ -318,7 +319,7 @@ func TestRebootCommandDoesNotWaitForNotifications(t *testing.T) {
 	}
 	free()
 	o := <-done
-	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting || len(failedEvents(o)) != 0 {
+	if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting || len(failedEvents(o)) != 0 {
 		t.Errorf("cycle = %d %s", o.code, o.stdout)
 	}
 }

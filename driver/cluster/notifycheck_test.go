@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
@@ -34,19 +33,23 @@ func TestStepCheckNotifications(t *testing.T) {
 			cfg := config.Default()
 			cfg.NodeName = "n1"
 			cfg.Notifications.URLs = tc.urls
-			in, err := driver.MarshalConfig(cfg)
+			req, err := protocol.NewRequest(protocol.StepCheckNotifications, nil, &cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := req.Encode()
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out, errb bytes.Buffer
-			err = runStep(context.Background(), []string{driver.StepCheckNotifications}, bytes.NewReader(in), &out, &errb, realWorld())
+			err = runStep(context.Background(), []string{protocol.StepCheckNotifications}, bytes.NewReader(in), &out, &errb, realWorld())
 			if got := exitcode.CodeOf(err); got != tc.code {
 				t.Fatalf("code %d (%v), want %d", got, err, tc.code)
 			}
 			if tc.error != "" && (err == nil || !strings.Contains(err.Error(), tc.error)) {
 				t.Errorf("error %v, want %q", err, tc.error)
 			}
-			var res driver.CheckNotificationsResult
+			var res protocol.CheckNotificationsResult
 			if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Tool != Tool {
 				t.Fatalf("stdout is not one JSON result: %q", out.String())
 			}
@@ -63,44 +66,5 @@ func TestStepCheckNotifications(t *testing.T) {
 				t.Errorf("a secret is shown: %s %s", out.String(), errb.String())
 			}
 		})
-	}
-}
-
-// inProcessChild runs the cluster steps in this process, as ExecChild runs
-// crd-lock.
-type inProcessChild struct{ runs int }
-
-func (c *inProcessChild) Run(ctx context.Context, step string, args []string, cfg config.Config, out any) (exitcode.Code, error) {
-	c.runs++
-	in, err := driver.MarshalConfig(cfg)
-	if err != nil {
-		return exitcode.Internal, err
-	}
-	var stdout bytes.Buffer
-	err = runStep(ctx, append([]string{step}, args...), bytes.NewReader(in), &stdout, io.Discard, realWorld())
-	return exitcode.CodeOf(err), driver.DecodeResult(stdout.Bytes(), out)
-}
-
-// driver.CheckNotificationsConfig, what validate-config, the daemon's start
-// and its reload call: the child only with urls; a bad URL is the config
-// error of the file, exit 2, whatever else the configuration says.
-func TestCheckNotificationsConfig(t *testing.T) {
-	child := &inProcessChild{}
-	cfg := config.Default()
-	cfg.NodeName = "n1"
-	cfg.Notifications.Webhooks = []string{"http://127.0.0.1:1/x"}
-	if err := driver.CheckNotificationsConfig(context.Background(), child, cfg, "/etc/crd.yaml"); err != nil || child.runs != 0 {
-		t.Fatalf("webhooks only: %v, %d runs of the child (want none)", err, child.runs)
-	}
-	cfg.Notifications.URLs = []string{"generic://127.0.0.1:1/x"}
-	cfg.RebootSlotTTLSec = 1 // invalid: the check passes the child only the URLs
-	if err := driver.CheckNotificationsConfig(context.Background(), child, cfg, "/etc/crd.yaml"); err != nil || child.runs != 1 {
-		t.Fatalf("a usable URL: %v, %d runs", err, child.runs)
-	}
-	cfg.Notifications.URLs = append(cfg.Notifications.URLs, "slak://x@s3cret")
-	err := driver.CheckNotificationsConfig(context.Background(), child, cfg, "/etc/crd.yaml")
-	want := `config /etc/crd.yaml: notifications.urls[1]: slak://***: shoutrrr knows no service "slak"`
-	if exitcode.CodeOf(err) != exitcode.Config || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
-		t.Fatalf("a bad URL: %v (code %d), want exit 2 and %q", err, exitcode.CodeOf(err), want)
 	}
 }

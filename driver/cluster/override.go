@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -18,7 +18,7 @@ import (
 
 // checkOverride refuses an override without a valid node or (when needed)
 // a reason.
-func checkOverride(step string, a driver.OverrideArgs, withReason bool) error {
+func checkOverride(step string, a protocol.OverrideArgs, withReason bool) error {
 	if !config.ValidNodeName(a.Node) {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step %s: --node %q is not a node name: give the node_name of the node (as status lists it)", step, a.Node)
 	}
@@ -31,7 +31,7 @@ func checkOverride(step string, a driver.OverrideArgs, withReason bool) error {
 // known refuses an override of a node nothing in etcd knows — no health
 // record, no reboot slot, no reboot in flight — unless --force: a typo
 // would hold or request nothing and say it did.
-func (s *session) known(ctx context.Context, step string, a driver.OverrideArgs) error {
+func (s *session) known(ctx context.Context, step string, a protocol.OverrideArgs) error {
 	if a.Force {
 		return nil
 	}
@@ -63,7 +63,7 @@ type overrideValue struct {
 
 // putOverride writes key unless it exists (an existing one keeps its
 // reason, author and time) and returns the override now in effect.
-func (s *session) putOverride(ctx context.Context, key string, a driver.OverrideArgs) (*policy.Override, bool, error) {
+func (s *session) putOverride(ctx context.Context, key string, a protocol.OverrideArgs) (*policy.Override, bool, error) {
 	o := policy.Override{Node: a.Node, Now: a.Now, Pause: policy.Pause{Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}}
 	val, _ := json.Marshal(overrideValue{Pause: o.Pause, Now: a.Now})
 	rctx, cancel := s.rpcCtx(ctx)
@@ -86,15 +86,15 @@ func (s *session) putOverride(ctx context.Context, key string, a driver.Override
 
 // hold keeps one node from rebooting (<ns>holds/<node>); the rest of the
 // rollout goes on.
-func (s *session) hold(ctx context.Context, a driver.OverrideArgs, res *driver.OverrideResult) error {
+func (s *session) hold(ctx context.Context, a protocol.OverrideArgs, res *protocol.OverrideResult) error {
 	res.Target = a.Node
-	if err := checkOverride(driver.StepHold, a, true); err != nil {
+	if err := checkOverride(protocol.StepHold, a, true); err != nil {
 		return err
 	}
 	if a.Now {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step hold: --now is for request only")
 	}
-	if err := s.known(ctx, driver.StepHold, a); err != nil {
+	if err := s.known(ctx, protocol.StepHold, a); err != nil {
 		return err
 	}
 	key := slot.HoldKey(s.ns, a.Node)
@@ -108,9 +108,9 @@ func (s *session) hold(ctx context.Context, a driver.OverrideArgs, res *driver.O
 }
 
 // releaseHold deletes one node's hold.
-func (s *session) releaseHold(ctx context.Context, a driver.OverrideArgs, res *driver.OverrideResult) error {
+func (s *session) releaseHold(ctx context.Context, a protocol.OverrideArgs, res *protocol.OverrideResult) error {
 	res.Target = a.Node
-	if err := checkOverride(driver.StepReleaseHold, a, false); err != nil {
+	if err := checkOverride(protocol.StepReleaseHold, a, false); err != nil {
 		return err
 	}
 	key := slot.HoldKey(s.ns, a.Node)
@@ -128,12 +128,12 @@ func (s *session) releaseHold(ctx context.Context, a driver.OverrideArgs, res *d
 // request asks one node to reboot at its next chance (<ns>requests/<node>),
 // through the lock, windows and gates, although no detector says so. The
 // node's completion after the reboot consumes it.
-func (s *session) request(ctx context.Context, a driver.OverrideArgs, res *driver.OverrideResult) error {
+func (s *session) request(ctx context.Context, a protocol.OverrideArgs, res *protocol.OverrideResult) error {
 	res.Target = a.Node
-	if err := checkOverride(driver.StepRequest, a, true); err != nil {
+	if err := checkOverride(protocol.StepRequest, a, true); err != nil {
 		return err
 	}
-	if err := s.known(ctx, driver.StepRequest, a); err != nil {
+	if err := s.known(ctx, protocol.StepRequest, a); err != nil {
 		return err
 	}
 	key := slot.RequestKey(s.ns, a.Node)
@@ -148,7 +148,7 @@ func (s *session) request(ctx context.Context, a driver.OverrideArgs, res *drive
 
 // requestRevision is the reboot marker's extra field naming the revision of
 // the operator's request this reboot carried out.
-const requestRevision = driver.MarkerRequestRevision
+const requestRevision = protocol.MarkerRequestRevision
 
 // consumeRequest deletes this node's reboot request after the reboot the
 // marker records, if the marker carried one and the request did not change

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -62,11 +62,11 @@ func TestHoldAndReleaseHold(t *testing.T) {
 	}
 
 	o = a.run("cycle")
-	if o.code != exitcode.KillSwitch || o.str("reason") != driver.ReasonHeld || !strings.Contains(o.str("detail"), "node node-a is held (disk replacement CHG-12, by node-b") {
+	if o.code != exitcode.KillSwitch || o.str("reason") != protocol.ReasonHeld || !strings.Contains(o.str("detail"), "node node-a is held (disk replacement CHG-12, by node-b") {
 		t.Fatalf("held cycle = %d %s: %s, want 6 held\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	assertNothingLeft(t, c, ns, a)
-	if o = b.run("cycle"); o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o = b.run("cycle"); o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("the other node's cycle = %d %s, want it to reboot (the rest of the rollout goes on)", o.code, o.stdout)
 	}
 
@@ -76,7 +76,7 @@ func TestHoldAndReleaseHold(t *testing.T) {
 	if keyExists(t, c, "/t/"+ns+"/holds/node-a") {
 		t.Fatal("the hold is still there")
 	}
-	if o = a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o = a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle after release-hold = %d %s\n%s", o.code, o.stdout, o.stderr)
 	}
 }
@@ -93,7 +93,7 @@ func TestHoldDuringHooks(t *testing.T) {
 	}
 	resume()
 	o := <-done
-	if o.code != exitcode.KillSwitch || o.str("reason") != driver.ReasonHeld {
+	if o.code != exitcode.KillSwitch || o.str("reason") != protocol.ReasonHeld {
 		t.Fatalf("cycle = %d %s, want 6 held\n%s", o.code, o.stdout, o.stderr)
 	}
 	assertNothingLeft(t, c, ns, n)
@@ -117,14 +117,14 @@ func TestRequestRebootsAndIsConsumed(t *testing.T) {
 	if o := n.run("publish", "--state", "idle"); o.code != exitcode.OK {
 		t.Fatalf("publish = %d %s", o.code, o.stdout)
 	}
-	if o := n.run("cycle"); o.code != exitcode.No || o.str("reason") != driver.ReasonNotNeeded {
+	if o := n.run("cycle"); o.code != exitcode.No || o.str("reason") != protocol.ReasonNotNeeded {
 		t.Fatalf("cycle with another node's request = %d %s, want 1 not_needed", o.code, o.stdout)
 	}
 	o := n.run("request", "--node", "node-a", "--reason", "kernel livepatch CHG-9")
 	if o.code != exitcode.OK || o.json["request"].(map[string]any)["by"] != "node-a" {
 		t.Fatalf("request = %d %s", o.code, o.stdout)
 	}
-	if o = n.run("cycle"); o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o = n.run("cycle"); o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("requested cycle = %d %s, want 0 rebooting\n%s", o.code, o.stdout, o.stderr)
 	}
 	key := "/t/" + ns + "/requests/node-a"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -49,7 +49,7 @@ func TestCyclePackageManagerBusyUnderLock(t *testing.T) {
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 5}}
 
 	o := n.run("cycle", "--root", root)
-	if o.code != exitcode.PackageManagerBusy || o.str("reason") != driver.ReasonPackageManagerBusy ||
+	if o.code != exitcode.PackageManagerBusy || o.str("reason") != protocol.ReasonPackageManagerBusy ||
 		!strings.Contains(o.str("detail"), "zypper is mid-transaction: /run/zypp.pid names pid "+pid) {
 		t.Fatalf("cycle = %d %s: %s, want 11 package_manager_busy\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
@@ -61,7 +61,7 @@ func TestCyclePackageManagerBusyUnderLock(t *testing.T) {
 	// Done: the same cycle reboots.
 	writeFile(t, pidFile, "")
 	o = n.run("cycle", "--root", root)
-	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle after the transaction = %d %s/%s: %s\n%s", o.code, o.str("outcome"), o.str("reason"), o.str("detail"), o.stderr)
 	}
 }
@@ -79,7 +79,7 @@ func TestCyclePackageManagerBusyBeforeRebootCommand(t *testing.T) {
 	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "upgrade", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 5}}
 
 	o := n.run("cycle", "--root", root)
-	if o.code != exitcode.PackageManagerBusy || o.str("reason") != driver.ReasonPackageManagerBusy {
+	if o.code != exitcode.PackageManagerBusy || o.str("reason") != protocol.ReasonPackageManagerBusy {
 		t.Fatalf("cycle = %d %s: %s, want 11 package_manager_busy\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	reb, _ := o.json["reboot"].(map[string]any)

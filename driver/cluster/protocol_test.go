@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -37,10 +37,10 @@ func TestTwoMachinesWithOneName(t *testing.T) {
 		code     exitcode.Code
 		reason   string
 	}{
-		{"different machine ids: a conflict, loudly", "b-machine", exitcode.Config, driver.ReasonConflict},
+		{"different machine ids: a conflict, loudly", "b-machine", exitcode.Config, protocol.ReasonConflict},
 		// A clone with the same machine id cannot be told from this
 		// machine's own earlier boot: refused, never waiting to take it.
-		{"cloned machine id: a conflict too", "", exitcode.Config, driver.ReasonConflict},
+		{"cloned machine id: a conflict too", "", exitcode.Config, protocol.ReasonConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := nsName(t)
@@ -50,7 +50,7 @@ func TestTwoMachinesWithOneName(t *testing.T) {
 			if tc.machineB == "" {
 				b.machine = a.machine
 			}
-			if o := a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+			if o := a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 				t.Fatalf("machine a: cycle = %d %s", o.code, o.stdout)
 			}
 			slotA, leaseA := slotOf(t, c, ns, "web")
@@ -112,7 +112,7 @@ func TestTwoLocksInOneNamespace(t *testing.T) {
 		t.Fatalf("a: cycle = %d %s", o.code, o.stdout)
 	}
 	o := b.run("cycle", "--no-wait")
-	if o.code != exitcode.Config || o.str("reason") != driver.ReasonConflict ||
+	if o.code != exitcode.Config || o.str("reason") != protocol.ReasonConflict ||
 		!strings.Contains(o.str("error"), "two fleets share etcd_namespace /t/"+ns+"/") {
 		t.Fatalf("b: cycle = %d %s, want 2 conflict naming the shared namespace", o.code, o.stdout)
 	}
@@ -122,7 +122,7 @@ func TestTwoLocksInOneNamespace(t *testing.T) {
 
 	// Each lock in a namespace of its own: they do not count each other.
 	b.cfg["lock_key"] = "/t/" + ns + "/fleet2/lock"
-	if o := b.run("cycle", "--no-wait"); o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o := b.run("cycle", "--no-wait"); o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("b in its own namespace: cycle = %d %s", o.code, o.stdout)
 	}
 	if v, _ := slotOf(t, c, ns, "node-a"); v == "" {
@@ -157,7 +157,7 @@ func TestSlotWithoutLockOrGroupCountsEverywhere(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := n.run("cycle", "--no-wait")
-			if tc.blocks && (o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonRebootInProgress) {
+			if tc.blocks && (o.code != exitcode.HealthBlocked || o.str("reason") != protocol.ReasonRebootInProgress) {
 				t.Fatalf("cycle = %d %s, want 3 reboot_in_progress", o.code, o.stdout)
 			}
 			if !tc.blocks && o.code != exitcode.OK {
@@ -205,9 +205,9 @@ func TestPolicyHoldsUnderMaxHoldersTwo(t *testing.T) {
 	for range 2 {
 		o := <-results
 		switch {
-		case o.code == exitcode.OK && o.str("outcome") == driver.OutcomeRebooting:
+		case o.code == exitcode.OK && o.str("outcome") == protocol.OutcomeRebooting:
 			rebooting++
-		case o.code == exitcode.HealthBlocked && o.str("reason") == driver.ReasonPolicy:
+		case o.code == exitcode.HealthBlocked && o.str("reason") == protocol.ReasonPolicy:
 			blocked++
 		default:
 			t.Errorf("cycle = %d %s", o.code, o.stdout)
@@ -235,7 +235,7 @@ func TestSmallestMaxHoldersCounts(t *testing.T) {
 	b.cfg["max_holders"] = 3
 	var stderr testsupport.SyncBuffer
 	o := b.step(context.Background(), []string{"cycle", "--no-wait"}, nil, &stderr)
-	if o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonRebootInProgress {
+	if o.code != exitcode.HealthBlocked || o.str("reason") != protocol.ReasonRebootInProgress {
 		t.Fatalf("b (max_holders 3) while a (max_holders 1) is down: cycle = %d %s, want 3 reboot_in_progress", o.code, o.stdout)
 	}
 	if o.json["max_holders"] != float64(1) || !strings.Contains(stderr.String(), `"event":"max_holders_disagree"`) {
@@ -254,7 +254,7 @@ func TestFailedRebootCommandKeepsTheSlot(t *testing.T) {
 	n := machine(t, ns, "node-a", "a")
 	script(t, n.dir+"/reboot.sh", `echo "$1" >> `+n.calls+`; kill -KILL $$`)
 	o := n.run("cycle")
-	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonRebootFailed {
+	if o.code != exitcode.RebootFailed || o.str("reason") != protocol.ReasonRebootFailed {
 		t.Fatalf("cycle = %d %s", o.code, o.stdout)
 	}
 	if v, lease := slotOf(t, c, ns, "node-a"); v == "" || lease == 0 {
@@ -266,7 +266,7 @@ func TestFailedRebootCommandKeepsTheSlot(t *testing.T) {
 	assertFree(t, c, n)
 	// Another node waits for it.
 	b := machine(t, ns, "node-b", "b")
-	if o := b.run("cycle", "--no-wait"); o.code != exitcode.HealthBlocked || o.str("reason") != driver.ReasonRebootInProgress {
+	if o := b.run("cycle", "--no-wait"); o.code != exitcode.HealthBlocked || o.str("reason") != protocol.ReasonRebootInProgress {
 		t.Fatalf("b: cycle = %d %s, want 3 reboot_in_progress", o.code, o.stdout)
 	}
 }

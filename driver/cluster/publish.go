@@ -14,11 +14,12 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
@@ -35,7 +36,7 @@ func validStates() []string {
 // --read-view it then reads the whole view; without, it reads only the pause
 // key, in the same transaction as the write: an idle node's publication
 // costs etcd the same whatever the size of the fleet (docs/cluster-protocol.md).
-func (s *session) publish(ctx context.Context, a driver.PublishArgs, res *driver.PublishResult) error {
+func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *protocol.PublishResult) error {
 	if !slices.Contains(validStates(), a.State) {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step publish: --state %q: use one of %s", a.State, strings.Join(validStates(), ", "))
 	}
@@ -239,7 +240,7 @@ func writeFileAtomic(path string, data []byte) error {
 // state_dir), and only once the boot id says the node rebooted. A slot taken
 // by a version that recorded no claim is freed only if its value names the
 // boot the marker was written in.
-func (s *session) complete(ctx context.Context, res *driver.CompleteResult) error {
+func (s *session) complete(ctx context.Context, res *protocol.CompleteResult) error {
 	boot, _, err := s.w.ids()
 	if err != nil {
 		return exitcode.Errorf(exitcode.RebootFailed, "%v; cannot tell whether this node rebooted, so its reboot slot is left to expire", err)
@@ -308,7 +309,7 @@ func (s *session) completion(boot string) slot.Completion {
 // run out and let the next node follow one that is not healthy again. Only
 // this machine's own slot (the claim's lease) is renewed; a slot that
 // already expired is not re-taken (that needs the lock).
-func (s *session) keepSlot(ctx context.Context, res *driver.CompleteResult) error {
+func (s *session) keepSlot(ctx context.Context, res *protocol.CompleteResult) error {
 	rctx, cancel := s.rpcCtx(ctx)
 	defer cancel()
 	cl, ok, err := slot.ReadClaim(s.cfg.StateDir)
@@ -336,7 +337,7 @@ func (s *session) keepSlot(ctx context.Context, res *driver.CompleteResult) erro
 }
 
 // status reads the view and the lock of this node's group.
-func (s *session) status(ctx context.Context, res *driver.StatusResult) error {
+func (s *session) status(ctx context.Context, res *protocol.StatusResult) error {
 	v, err := s.readView(ctx)
 	if err != nil {
 		return err
@@ -348,7 +349,10 @@ func (s *session) status(ctx context.Context, res *driver.StatusResult) error {
 	if err != nil {
 		return err
 	}
-	res.Lock = driver.LockStatus{Key: info.Key, Revision: info.Revision, Holders: lockEntries(info.Holders), Waiters: lockEntries(info.Waiters)}
+	res.Lock = info
+	// Lists, never null, in the JSON.
+	res.Lock.Holders = append(make([]lockinfo.Entry, 0, len(info.Holders)), info.Holders...)
+	res.Lock.Waiters = append(make([]lockinfo.Entry, 0, len(info.Waiters)), info.Waiters...)
 	ro, err := s.rolloutStatus(ctx)
 	if err != nil {
 		return err
@@ -359,7 +363,7 @@ func (s *session) status(ctx context.Context, res *driver.StatusResult) error {
 
 // rolloutStatus is the rollout as the admission sees it for this node now
 // (lib/slot Count and Decide: the same read and rules, nothing written).
-func (s *session) rolloutStatus(ctx context.Context) (*driver.RolloutStatus, error) {
+func (s *session) rolloutStatus(ctx context.Context) (*protocol.RolloutStatus, error) {
 	bootID, machineID, _ := s.w.ids()
 	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	f.RPCTimeout, f.Now = s.rpc, s.w.now
@@ -369,17 +373,17 @@ func (s *session) rolloutStatus(ctx context.Context) (*driver.RolloutStatus, err
 	}
 	v := f.Decide(n)
 	e := v.Rules
-	ro := &driver.RolloutStatus{Failures: failuresOf(f.Failures(n, e)), MaxFailures: e.MaxFailures, FailureWindowSec: e.FailureWindowSec, Scope: e.FailureScope,
+	ro := &protocol.RolloutStatus{Failures: failuresOf(f.Failures(n, e)), MaxFailures: e.MaxFailures, FailureWindowSec: e.FailureWindowSec, Scope: e.FailureScope,
 		MaxHolders: e.MaxHolders, MaxTotal: e.MaxTotal, GroupNodes: v.GroupNodes, FleetNodes: v.FleetNodes, StartsLastHour: len(n.Rollout.Starts)}
 	if h := n.Rollout.Halt; h != nil {
-		ro.Halted = &driver.RolloutHalt{Reason: h.Reason, Since: h.Since, By: h.By, Failures: failuresOf(h.Failures)}
+		ro.Halted = &protocol.RolloutHalt{Reason: h.Reason, Since: h.Since, By: h.By, Failures: failuresOf(h.Failures)}
 	}
 	if a := n.Rollout.Ack; a != nil {
-		ro.LastResume = &driver.RolloutResume{By: a.By, Reason: a.Reason, Since: a.Since, Revision: a.Revision, Failures: []string{}}
+		ro.LastResume = &protocol.RolloutResume{By: a.By, Reason: a.Reason, Since: a.Since, Revision: a.Revision, Failures: []string{}}
 	}
-	ro.Next = driver.RolloutNext{Rule: "admit"}
+	ro.Next = protocol.RolloutNext{Rule: "admit"}
 	if !v.Admit {
-		ro.Next = driver.RolloutNext{Rule: v.Rule, Reason: v.Reason, Wait: v.Wait}
+		ro.Next = protocol.RolloutNext{Rule: v.Rule, Reason: v.Reason, Wait: v.Wait}
 		if u := f.Until(ctx, v.Marks); !u.IsZero() {
 			ro.Next.Until = &u
 		}
@@ -390,26 +394,17 @@ func (s *session) rolloutStatus(ctx context.Context) (*driver.RolloutStatus, err
 	return ro, nil
 }
 
-func failuresOf(fs []slot.Failure) []driver.RolloutFailure {
-	out := make([]driver.RolloutFailure, 0, len(fs))
+func failuresOf(fs []slot.Failure) []protocol.RolloutFailure {
+	out := make([]protocol.RolloutFailure, 0, len(fs))
 	for _, x := range fs {
-		out = append(out, driver.RolloutFailure{Node: x.Node, Group: x.Group, Wave: x.Wave, Kind: x.Kind, Detail: x.Detail, At: x.At})
-	}
-	return out
-}
-
-func lockEntries(es []lock.Entry) []driver.LockEntry {
-	out := make([]driver.LockEntry, 0, len(es))
-	for _, e := range es {
-		out = append(out, driver.LockEntry{Entry: e.Entry, Node: e.Node, LeaseID: e.LeaseID, FencingToken: e.FencingToken,
-			TTLRemainingSec: e.TTLRemainingSec, QueuedAt: e.QueuedAt, AcquiredAt: e.AcquiredAt})
+		out = append(out, protocol.RolloutFailure{Node: x.Node, Group: x.Group, Wave: x.Wave, Kind: x.Kind, Detail: x.Detail, At: x.At})
 	}
 	return out
 }
 
 // pause sets the cluster-wide kill switch unless it is already set (an
 // existing pause keeps its reason, author and time).
-func (s *session) pause(ctx context.Context, a driver.PauseArgs, res *driver.PauseResult) error {
+func (s *session) pause(ctx context.Context, a protocol.PauseArgs, res *protocol.PauseResult) error {
 	if strings.TrimSpace(a.Reason) == "" {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step pause: --reason is required: say why reboots stop (it is shown to every node)")
 	}
@@ -439,7 +434,7 @@ func (s *session) pause(ctx context.Context, a driver.PauseArgs, res *driver.Pau
 // too: only with a reason, recorded with who and when (lib/slot.Resume),
 // so that failures before it no longer count. A resume without a reason
 // while halted changes nothing and says what to do.
-func (s *session) resume(ctx context.Context, a driver.PauseArgs, res *driver.PauseResult) error {
+func (s *session) resume(ctx context.Context, a protocol.PauseArgs, res *protocol.PauseResult) error {
 	bootID, machineID, _ := s.w.ids()
 	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	f.RPCTimeout, f.Now = s.rpc, s.w.now
@@ -472,7 +467,7 @@ func (s *session) resume(ctx context.Context, a driver.PauseArgs, res *driver.Pa
 	if err != nil {
 		return s.etcdErr(ctx, "resuming the halted rollout under "+slot.RolloutDir(s.ns), err)
 	}
-	rr := &driver.RolloutResume{Failures: []string{}, By: ack.By, Reason: ack.Reason, Since: ack.Since, Revision: ack.Revision}
+	rr := &protocol.RolloutResume{Failures: []string{}, By: ack.By, Reason: ack.Reason, Since: ack.Since, Revision: ack.Revision}
 	if n.Rollout.Halt != nil {
 		rr.Halted = n.Rollout.Halt.Reason
 	}

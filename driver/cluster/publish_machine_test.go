@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
@@ -33,12 +33,16 @@ func machineRoot(t *testing.T) func(*world) {
 	}
 }
 
-func (n *node) publishAs(t *testing.T, edit func(*world), a driver.PublishArgs) {
+func (n *node) publishAs(t *testing.T, edit func(*world), a protocol.PublishArgs) {
 	t.Helper()
 	if a.LastCheck.IsZero() {
 		a.LastCheck = time.Now()
 	}
-	if o := n.step(t.Context(), append([]string{"publish"}, a.Args()...), edit, nil); o.code != exitcode.OK {
+	req, err := protocol.NewRequest(protocol.StepPublish, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := n.stepRequest(t.Context(), req, edit); o.code != exitcode.OK {
 		t.Fatalf("%s publish = %d %s", n.name, o.code, o.stdout)
 	}
 }
@@ -63,7 +67,7 @@ func TestPublishDescribesTheMachine(t *testing.T) {
 		return r
 	}
 	before := time.Now()
-	n.publishAs(t, machineRoot(t), driver.PublishArgs{State: policy.StateIdle})
+	n.publishAs(t, machineRoot(t), protocol.PublishArgs{State: policy.StateIdle})
 	r := record()
 	if r.KernelRunning != "6.1.0-9-amd64" || r.KernelInstalled != "6.1.0-28-amd64" || r.BootedAt == nil {
 		t.Fatalf("record %+v: want the running 6.1.0-9-amd64, the installed 6.1.0-28-amd64 and the boot time", r)
@@ -73,7 +77,7 @@ func TestPublishDescribesTheMachine(t *testing.T) {
 	}
 	t.Run("what cannot be read is left out", func(t *testing.T) {
 		empty := t.TempDir()
-		n.publishAs(t, func(w *world) { w.root = empty; w.uname = func() (string, error) { return "6.1.0-9-amd64", nil } }, driver.PublishArgs{State: policy.StateIdle})
+		n.publishAs(t, func(w *world) { w.root = empty; w.uname = func() (string, error) { return "6.1.0-9-amd64", nil } }, protocol.PublishArgs{State: policy.StateIdle})
 		if r := record(); r.KernelRunning != "6.1.0-9-amd64" || r.KernelInstalled != "" || r.BootedAt != nil {
 			t.Fatalf("record %+v: want the running kernel only", r)
 		}

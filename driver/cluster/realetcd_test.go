@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
@@ -36,7 +36,7 @@ func TestRealEtcdServer(t *testing.T) {
 	if o := a.run(append([]string{"publish"}, publishArgs(policy.StateNeedsReboot)...)...); o.code != exitcode.OK {
 		t.Fatalf("publish = %d %s", o.code, o.stdout)
 	}
-	if o := a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o := a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle a = %d %s %s", o.code, o.stdout, o.stderr)
 	}
 	// node-b must wait until node-a's slot is freed.

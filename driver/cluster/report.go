@@ -4,14 +4,14 @@ import (
 	"context"
 	"slices"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // report reads every node the cluster knows in one transaction (lib/slot
 // Count: the health records, slots, completions and failures) and makes a
 // row of each, for the compliance report. It writes nothing.
-func (s *session) report(ctx context.Context, res *driver.ReportResult) error {
+func (s *session) report(ctx context.Context, res *protocol.ReportResult) error {
 	bootID, machineID, _ := s.w.ids()
 	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	f.RPCTimeout, f.Now = s.rpc, s.w.now
@@ -20,7 +20,7 @@ func (s *session) report(ctx context.Context, res *driver.ReportResult) error {
 		return s.etcdErr(ctx, "reading the nodes' records under "+s.ns, err)
 	}
 	res.ReadAt = n.View.ReadAt
-	res.Nodes = []driver.ReportRow{}
+	res.Nodes = []protocol.ReportRow{}
 	for _, p := range slot.Progress(n) {
 		res.Nodes = append(res.Nodes, rowOf(p, res))
 	}
@@ -29,8 +29,8 @@ func (s *session) report(ctx context.Context, res *driver.ReportResult) error {
 
 // rowOf is one node's row: its record's fields when it has a live one,
 // else what its slot, completion and failures say.
-func rowOf(p slot.NodeProgress, res *driver.ReportResult) driver.ReportRow {
-	row := driver.ReportRow{Node: p.Node, Group: p.Group, Wave: p.Wave, Progress: p.Progress, Held: p.Hold != nil, Failures: []string{}}
+func rowOf(p slot.NodeProgress, res *protocol.ReportResult) protocol.ReportRow {
+	row := protocol.ReportRow{Node: p.Node, Group: p.Group, Wave: p.Wave, Progress: p.Progress, Held: p.Hold != nil, Failures: []string{}}
 	if r := p.Record; r != nil {
 		row.State, row.RebootRequired, row.NeedsRebootSince = r.State, ptr(r.RebootRequired), r.NeedsRebootSince
 		row.KernelRunning, row.KernelInstalled, row.Version, row.Reason = r.KernelRunning, r.KernelInstalled, r.Version, r.Reason

@@ -6,30 +6,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
-func statusOf(t *testing.T, n *node) driver.RolloutStatus {
+func statusOf(t *testing.T, n *node) protocol.RolloutStatus {
 	t.Helper()
 	o := n.run("status")
-	var st driver.StatusResult
+	var st protocol.StatusResult
 	if err := json.Unmarshal([]byte(o.stdout), &st); err != nil || o.code != exitcode.OK || st.Rollout == nil {
 		t.Fatalf("status = %d %s (%v)", o.code, o.stdout, err)
 	}
 	return *st.Rollout
 }
 
-func reportOf(t *testing.T, n *node) map[string]driver.ReportRow {
+func reportOf(t *testing.T, n *node) map[string]protocol.ReportRow {
 	t.Helper()
 	o := n.run("report")
-	var r driver.ReportResult
+	var r protocol.ReportResult
 	if err := json.Unmarshal([]byte(o.stdout), &r); err != nil || o.code != exitcode.OK || r.ReadAt.IsZero() {
 		t.Fatalf("report = %d %s (%v)", o.code, o.stdout, err)
 	}
-	rows := map[string]driver.ReportRow{}
+	rows := map[string]protocol.ReportRow{}
 	for _, row := range r.Nodes {
 		rows[row.Node] = row
 	}
@@ -49,11 +49,11 @@ func TestStatusProgressAndReport(t *testing.T) {
 	c.cfg["rollout"] = map[string]any{"wave": 1}
 
 	// node-a takes its slot: down; nothing measured yet.
-	if o := a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o := a.run("cycle"); o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle = %d %s", o.code, o.stdout)
 	}
 	ro := statusOf(t, a)
-	if len(ro.Progress) != 1 || ro.Progress[0] != (driver.RolloutProgress{Nodes: 1, Down: 1}) {
+	if len(ro.Progress) != 1 || ro.Progress[0] != (protocol.RolloutProgress{Nodes: 1, Down: 1}) {
 		t.Fatalf("progress %+v, want node-a down", ro.Progress)
 	}
 	if ro.ETA.At != nil || !strings.Contains(ro.ETA.Unknown, "no reboot duration measured") || ro.ETA.Remaining != 1 || ro.ETA.Down != 1 {
@@ -65,16 +65,16 @@ func TestStatusProgressAndReport(t *testing.T) {
 	if o := a.run("complete"); o.code != exitcode.OK || o.json["freed"] != true {
 		t.Fatalf("complete = %d %s", o.code, o.stdout)
 	}
-	a.publishAs(t, machineRoot(t), driver.PublishArgs{State: policy.StateIdle})
-	b.publishAs(t, nil, driver.PublishArgs{State: policy.StateBlocked, RebootRequired: true, Detail: "window: closed, opens 02:00", RequiredSince: time.Now().Add(-time.Hour)})
-	c.publishAs(t, nil, driver.PublishArgs{State: policy.StateNeedsReboot, RebootRequired: true})
+	a.publishAs(t, machineRoot(t), protocol.PublishArgs{State: policy.StateIdle})
+	b.publishAs(t, nil, protocol.PublishArgs{State: policy.StateBlocked, RebootRequired: true, Detail: "window: closed, opens 02:00", RequiredSince: time.Now().Add(-time.Hour)})
+	c.publishAs(t, nil, protocol.PublishArgs{State: policy.StateNeedsReboot, RebootRequired: true})
 	ro = statusOf(t, a)
-	want := []driver.RolloutProgress{{Wave: 0, Nodes: 2, NeedReboot: 1, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 1, NeedReboot: 1}}
+	want := []protocol.RolloutProgress{{Wave: 0, Nodes: 2, NeedReboot: 1, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 1, NeedReboot: 1}}
 	if len(ro.Progress) != 2 || ro.Progress[0] != want[0] || ro.Progress[1] != want[1] {
 		t.Fatalf("progress %+v, want %+v", ro.Progress, want)
 	}
 	e := ro.ETA
-	if e.At == nil || e.Unknown != "" || e.Samples != 1 || e.Remaining != 2 || len(e.Groups) != 2 || e.Groups[1] != (driver.RolloutGroupPlan{Group: "db", Remaining: 1, MaxHolders: 1}) || e.Ignores == "" {
+	if e.At == nil || e.Unknown != "" || e.Samples != 1 || e.Remaining != 2 || len(e.Groups) != 2 || e.Groups[1] != (protocol.RolloutGroupPlan{Group: "db", Remaining: 1, MaxHolders: 1}) || e.Ignores == "" {
 		t.Fatalf("eta %+v: want an estimate from 1 sample for 2 reboots in 2 groups", e)
 	}
 	// node-c waits for wave 0 (node-b): two reboots one after the other.

@@ -11,7 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
@@ -69,18 +69,18 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		setup  func(t *testing.T, n *node, c *clientv3.Client, ns string) (started string)
-		want   driver.StopPoint
+		want   protocol.StopPoint
 		detail string
 	}{
 		{"waiting for a slot, no hooks", func(t *testing.T, n *node, c *clientv3.Client, ns string) string {
 			nodeBRebooting(t, c, ns)
 			return ""
-		}, driver.StopPoint{Running: driver.RunningSlotWait}, "while waiting for a reboot slot (nothing was running)"},
+		}, protocol.StopPoint{Running: protocol.RunningSlotWait}, "while waiting for a reboot slot (nothing was running)"},
 		{"the under-lock health script", func(t *testing.T, n *node, _ *clientv3.Client, _ string) string {
 			started := filepath.Join(n.dir, "health-started")
 			script(t, n.health, `[ "$PHASE" = under-lock ] && touch `+started+`; sleep 20`)
 			return started
-		}, driver.StopPoint{Running: driver.RunningHealthScript}, "while the under-lock health script ran (it got SIGTERM)"},
+		}, protocol.StopPoint{Running: protocol.RunningHealthScript}, "while the under-lock health script ran (it got SIGTERM)"},
 		{"the second pre-reboot hook", func(t *testing.T, n *node, _ *clientv3.Client, _ string) string {
 			started := filepath.Join(n.dir, "hook-started")
 			script(t, filepath.Join(n.dir, "hook.sh"), `touch `+started+`; sleep 20`)
@@ -89,7 +89,7 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 				{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30},
 			}
 			return started
-		}, driver.StopPoint{Running: driver.RunningHook, Hook: "drain", HookIndex: 2, HooksDone: 1},
+		}, protocol.StopPoint{Running: protocol.RunningHook, Hook: "drain", HookIndex: 2, HooksDone: 1},
 			"while pre-reboot hook 2 (drain) ran (it got SIGTERM; only abort_hooks undo what it did); 1 pre-reboot hook(s) had completed before"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,10 +116,10 @@ func TestCycleStoppedSaysWhatRan(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the cycle did not stop")
 			}
-			if o.code != exitcode.Interrupted || o.str("reason") != driver.ReasonInterrupted {
+			if o.code != exitcode.Interrupted || o.str("reason") != protocol.ReasonInterrupted {
 				t.Fatalf("cycle = %d %s, want 130 interrupted\n%s", o.code, o.stdout, o.stderr)
 			}
-			var res driver.CycleResult
+			var res protocol.CycleResult
 			if err := json.Unmarshal([]byte(o.stdout), &res); err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func TestCycleFreeingAnExpiredSlotSaysSo(t *testing.T) {
 	}
 	writeFile(t, cont, "")
 	o := <-done
-	if o.code != exitcode.RebootFailed || o.str("reason") != driver.ReasonHook || !strings.Contains(o.str("detail"), "pre-reboot hook drain exited 1: drain refused") {
+	if o.code != exitcode.RebootFailed || o.str("reason") != protocol.ReasonHook || !strings.Contains(o.str("detail"), "pre-reboot hook drain exited 1: drain refused") {
 		t.Fatalf("cycle = %d %s: %s, want 9 hook\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	if !strings.Contains(o.stderr, `"msg":"the reboot slot had already expired"`) || !strings.Contains(o.stderr, `"event":"slot_expired"`) {

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
@@ -48,7 +48,7 @@ func (c *cycleRun) silenceSlot() error {
 	if n == nil && err == nil {
 		return nil
 	}
-	rep := &driver.SilenceReport{}
+	rep := &protocol.SilenceReport{}
 	c.res.Silences = rep
 	var errs []error
 	if err != nil {
@@ -68,13 +68,13 @@ func (c *cycleRun) silenceSlot() error {
 	required := err != nil || n.Required
 	if !required {
 		c.log.Warn("the silence could not be created; the reboot goes on (silences.required is false)", "event", "silence_failed",
-			"op", driver.SilenceOpCreate, "error", strings.Join(rep.Errors, "; "))
+			"op", protocol.SilenceOpCreate, "error", strings.Join(rep.Errors, "; "))
 		return nil
 	}
 	c.log.Warn("the silence could not be created and silences.required is true; nothing is rebooted", "event", "silence_failed",
-		"op", driver.SilenceOpCreate, "error", strings.Join(rep.Errors, "; "))
+		"op", protocol.SilenceOpCreate, "error", strings.Join(rep.Errors, "; "))
 	c.freeSlot()
-	return c.stop(driver.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
+	return c.stop(protocol.ReasonHook, exitcode.Errorf(exitcode.RebootFailed,
 		"cluster: silences.required is true and the silence could not be created: %s; nothing was rebooted and the slot is freed: "+
 			"bring the Alertmanager back or set silences.required to false", strings.Join(rep.Errors, "; ")))
 }
@@ -93,7 +93,7 @@ func (c *cycleRun) extendSilence() {
 		c.res.Silences.CreateFailures += len(errs)
 		c.res.Silences.Errors = append(c.res.Silences.Errors, errStrings(errs)...)
 		c.log.Warn("the silence could not be extended with the reboot slot; it ends a little earlier", "event", "silence_failed",
-			"op", driver.SilenceOpCreate, "error", strings.Join(errStrings(errs), "; "))
+			"op", protocol.SilenceOpCreate, "error", strings.Join(errStrings(errs), "; "))
 	}
 }
 
@@ -105,7 +105,7 @@ func (c *cycleRun) expireSilences() {
 		return
 	}
 	if c.res.Silences == nil {
-		c.res.Silences = &driver.SilenceReport{}
+		c.res.Silences = &protocol.SilenceReport{}
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), secs(2*c.cfg.Silences.TimeoutSec))
 	defer cancel()
@@ -114,15 +114,15 @@ func (c *cycleRun) expireSilences() {
 }
 
 // expireSilencesAfterBoot ends the silences once complete freed the slot.
-func (s *session) expireSilencesAfterBoot(ctx context.Context, res *driver.CompleteResult) {
+func (s *session) expireSilencesAfterBoot(ctx context.Context, res *protocol.CompleteResult) {
 	if _, ok, _ := record.ReadRecord(s.cfg.StateDir); !ok {
 		return
 	}
-	res.Silences = &driver.SilenceReport{}
+	res.Silences = &protocol.SilenceReport{}
 	s.expireSilences(ctx, res.Silences, "the node is back and its reboot slot is freed")
 }
 
-func (s *session) expireSilences(ctx context.Context, rep *driver.SilenceReport, why string) {
+func (s *session) expireSilences(ctx context.Context, rep *protocol.SilenceReport, why string) {
 	n, _ := s.silences()
 	expired, errs := n.Expire(ctx, s.cfg.StateDir)
 	rep.Expired = len(expired)
@@ -137,13 +137,13 @@ func (s *session) expireSilences(ctx context.Context, rep *driver.SilenceReport,
 		rep.ExpireFailures += len(errs)
 		rep.Errors = append(rep.Errors, errStrings(errs)...)
 		s.log.Warn("the silence could not be expired; it ends by itself with the slot's lease", "event", "silence_failed",
-			"op", driver.SilenceOpExpire, "error", strings.Join(errStrings(errs), "; "))
+			"op", protocol.SilenceOpExpire, "error", strings.Join(errStrings(errs), "; "))
 	}
 }
 
 // keepSilences extends the silences with the slot that complete --keep
 // renewed (the node is back but its post-reboot checks fail).
-func (s *session) keepSilences(ctx context.Context, lease clientv3.LeaseID, res *driver.CompleteResult) {
+func (s *session) keepSilences(ctx context.Context, lease clientv3.LeaseID, res *protocol.CompleteResult) {
 	n, err := s.silences()
 	if n == nil || err != nil {
 		return
@@ -152,11 +152,11 @@ func (s *session) keepSilences(ctx context.Context, lease clientv3.LeaseID, res 
 		return
 	}
 	rec, errs := n.Extend(ctx, silence.Slot{EndsAt: s.slotEnd(ctx, lease)})
-	res.Silences = &driver.SilenceReport{IDs: rec.IDs()}
+	res.Silences = &protocol.SilenceReport{IDs: rec.IDs()}
 	if len(errs) > 0 {
 		res.Silences.CreateFailures, res.Silences.Errors = len(errs), errStrings(errs)
 		s.log.Warn("the silence could not be extended with the kept reboot slot; it ends by itself", "event", "silence_failed",
-			"op", driver.SilenceOpCreate, "error", strings.Join(res.Silences.Errors, "; "))
+			"op", protocol.SilenceOpCreate, "error", strings.Join(res.Silences.Errors, "; "))
 	}
 }
 

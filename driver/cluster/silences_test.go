@@ -12,7 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
@@ -59,7 +59,7 @@ func TestCycleSilenceRealAlertmanager(t *testing.T) {
 	silenced(n, false, am.URL)
 
 	o := n.run("cycle")
-	if o.code != exitcode.OK || o.str("outcome") != driver.OutcomeRebooting {
+	if o.code != exitcode.OK || o.str("outcome") != protocol.OutcomeRebooting {
 		t.Fatalf("cycle = %d %s\n%s\n%s", o.code, o.str("outcome"), o.stdout, o.stderr)
 	}
 	live := liveSilences(t, am)
@@ -154,7 +154,7 @@ func TestCycleSilenceAlertmanagerDown(t *testing.T) {
 			}
 			val, _ := slotOf(t, c, ns, "node-a")
 			if tc.required {
-				if o.str("reason") != driver.ReasonHook || !strings.Contains(o.str("detail"), masked) || val != "" {
+				if o.str("reason") != protocol.ReasonHook || !strings.Contains(o.str("detail"), masked) || val != "" {
 					t.Errorf("reason %q detail %q slot %q; want hook, the URL named, the slot freed", o.str("reason"), o.str("detail"), val)
 				}
 			} else if val == "" {

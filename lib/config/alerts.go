@@ -22,32 +22,32 @@ const DefaultMonitorTimeoutSec = 10
 type AlertCheck struct {
 	// URL is the base URL of Alertmanager or Prometheus, e.g.
 	// http://alertmanager:9093 (user:password@ allowed; never printed).
-	URL string `yaml:"url"`
+	URL string `yaml:"url" json:"url"`
 	// Source is alertmanager (default) or prometheus.
-	Source string `yaml:"source"`
+	Source string `yaml:"source" json:"source"`
 	// Match selects the alerts that block (all must match; none: every alert).
-	Match []string `yaml:"match"`
+	Match []string `yaml:"match" json:"match"`
 	// Exclude drops alerts any of which matches (e.g. alertname="Watchdog").
-	Exclude []string `yaml:"exclude"`
+	Exclude []string `yaml:"exclude" json:"exclude"`
 	// IncludePending also blocks on Prometheus alerts still pending.
-	IncludePending bool `yaml:"include_pending"`
+	IncludePending bool `yaml:"include_pending" json:"include_pending"`
 	// TimeoutSec bounds the request (0: DefaultMonitorTimeoutSec).
-	TimeoutSec int `yaml:"timeout_sec"`
+	TimeoutSec int `yaml:"timeout_sec" json:"timeout_sec"`
 	// Phases the check runs in (none: all three).
-	Phases []string `yaml:"phases"`
+	Phases []string `yaml:"phases" json:"phases"`
 }
 
 // PromQLCheck is one entry of gate.promql: Expr, evaluated by the
 // Prometheus at URL, returns no series (NoSeries) or only values within
 // [Min, Max].
 type PromQLCheck struct {
-	URL        string   `yaml:"url"`
-	Expr       string   `yaml:"expr"`
-	Min        *float64 `yaml:"min"`
-	Max        *float64 `yaml:"max"`
-	NoSeries   bool     `yaml:"no_series"`
-	TimeoutSec int      `yaml:"timeout_sec"`
-	Phases     []string `yaml:"phases"`
+	URL        string   `yaml:"url" json:"url"`
+	Expr       string   `yaml:"expr" json:"expr"`
+	Min        *float64 `yaml:"min" json:"min"`
+	Max        *float64 `yaml:"max" json:"max"`
+	NoSeries   bool     `yaml:"no_series" json:"no_series"`
+	TimeoutSec int      `yaml:"timeout_sec" json:"timeout_sec"`
+	Phases     []string `yaml:"phases" json:"phases"`
 }
 
 // MatcherData is what the templates of gate.alerts matchers and gate.promql

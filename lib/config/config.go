@@ -15,67 +15,67 @@ const DefaultPath = "/etc/clusterrebootd/config.yaml"
 
 // Config is the whole configuration file.
 type Config struct {
-	NodeName                 string     `yaml:"node_name"`
-	Detectors                []Detector `yaml:"reboot_required_detectors"`
-	HealthScript             string     `yaml:"health_script"`
-	HealthTimeoutSec         int        `yaml:"health_timeout_sec"`
-	HealthPublishIntervalSec int        `yaml:"health_publish_interval_sec"`
-	CheckIntervalSec         int        `yaml:"check_interval_sec"`
-	BackoffMinSec            int        `yaml:"backoff_min_sec"`
-	BackoffMaxSec            int        `yaml:"backoff_max_sec"`
+	NodeName                 string     `yaml:"node_name" json:"node_name"`
+	Detectors                []Detector `yaml:"reboot_required_detectors" json:"reboot_required_detectors"`
+	HealthScript             string     `yaml:"health_script" json:"health_script"`
+	HealthTimeoutSec         int        `yaml:"health_timeout_sec" json:"health_timeout_sec"`
+	HealthPublishIntervalSec int        `yaml:"health_publish_interval_sec" json:"health_publish_interval_sec"`
+	CheckIntervalSec         int        `yaml:"check_interval_sec" json:"check_interval_sec"`
+	BackoffMinSec            int        `yaml:"backoff_min_sec" json:"backoff_min_sec"`
+	BackoffMaxSec            int        `yaml:"backoff_max_sec" json:"backoff_max_sec"`
 
-	LockKey    string `yaml:"lock_key"`
-	LockTTLSec int    `yaml:"lock_ttl_sec"`
+	LockKey    string `yaml:"lock_key" json:"lock_key"`
+	LockTTLSec int    `yaml:"lock_ttl_sec" json:"lock_ttl_sec"`
 	// MaxHolders bounds the nodes of this node's group down at once: a
 	// count or a percentage of the group's nodes.
-	MaxHolders Budget `yaml:"max_holders"`
+	MaxHolders Budget `yaml:"max_holders" json:"max_holders"`
 	// MaxHoldersTotal bounds the nodes rebooting at once across every group
 	// of the lock (0: no bound beyond max_holders per group).
-	MaxHoldersTotal Budget `yaml:"max_holders_total"`
-	Group           string `yaml:"group"`
+	MaxHoldersTotal Budget `yaml:"max_holders_total" json:"max_holders_total"`
+	Group           string `yaml:"group" json:"group"`
 	// Rollout are the fleet's rules beyond the budgets: the failure budget,
 	// pacing and waves (docs/rollout.md).
-	Rollout Rollout `yaml:"rollout"`
+	Rollout Rollout `yaml:"rollout" json:"rollout"`
 	// FleetLock is what `crd-lock serve fleetlock` applies to its clients'
 	// groups (docs/fleetlock.md).
-	FleetLock FleetLock `yaml:"fleetlock"`
+	FleetLock FleetLock `yaml:"fleetlock" json:"fleetlock"`
 
-	EtcdEndpoints      []string `yaml:"etcd_endpoints"`
-	EtcdTLS            TLS      `yaml:"etcd_tls"`
-	EtcdUsername       string   `yaml:"etcd_username"`
-	EtcdPasswordFile   string   `yaml:"etcd_password_file"`
-	EtcdDialTimeoutSec int      `yaml:"etcd_dial_timeout_sec"`
+	EtcdEndpoints      []string `yaml:"etcd_endpoints" json:"etcd_endpoints"`
+	EtcdTLS            TLS      `yaml:"etcd_tls" json:"etcd_tls"`
+	EtcdUsername       string   `yaml:"etcd_username" json:"etcd_username"`
+	EtcdPasswordFile   string   `yaml:"etcd_password_file" json:"etcd_password_file"`
+	EtcdDialTimeoutSec int      `yaml:"etcd_dial_timeout_sec" json:"etcd_dial_timeout_sec"`
 	// EtcdNamespace is the key prefix everything the product writes lives
 	// under, ending in "/". Default: the directory of lock_key plus "/".
-	EtcdNamespace string `yaml:"etcd_namespace"`
+	EtcdNamespace string `yaml:"etcd_namespace" json:"etcd_namespace"`
 
-	RebootCommand   []string   `yaml:"reboot_command"`
-	ClusterPolicies Policies   `yaml:"cluster_policies"`
-	Gate            GateChecks `yaml:"gate"`
-	Windows         Windows    `yaml:"windows"`
-	KillSwitchFile  string     `yaml:"kill_switch_file"`
-	Metrics         Metrics    `yaml:"metrics"`
+	RebootCommand   []string   `yaml:"reboot_command" json:"reboot_command"`
+	ClusterPolicies Policies   `yaml:"cluster_policies" json:"cluster_policies"`
+	Gate            GateChecks `yaml:"gate" json:"gate"`
+	Windows         Windows    `yaml:"windows" json:"windows"`
+	KillSwitchFile  string     `yaml:"kill_switch_file" json:"kill_switch_file"`
+	Metrics         Metrics    `yaml:"metrics" json:"metrics"`
 	// Silences: the Alertmanager silence of a rebooting node.
-	Silences Silences `yaml:"silences"`
-	DryRun   bool     `yaml:"dry_run"`
+	Silences Silences `yaml:"silences" json:"silences"`
+	DryRun   bool     `yaml:"dry_run" json:"dry_run"`
 	// StateDir survives reboots: the reboot marker and the reboot counter.
-	StateDir string `yaml:"state_dir"`
+	StateDir string `yaml:"state_dir" json:"state_dir"`
 	// RunDir is cleared at boot: the post-reboot timestamp (FR-SD-3).
-	RunDir string `yaml:"run_dir"`
+	RunDir string `yaml:"run_dir" json:"run_dir"`
 
 	// Daemon cycle (clusterrebootd).
-	RebootSlotTTLSec int    `yaml:"reboot_slot_ttl_sec"`
-	PreRebootHooks   []Hook `yaml:"pre_reboot_hooks"`
-	PostRebootHooks  []Hook `yaml:"post_reboot_hooks"`
+	RebootSlotTTLSec int    `yaml:"reboot_slot_ttl_sec" json:"reboot_slot_ttl_sec"`
+	PreRebootHooks   []Hook `yaml:"pre_reboot_hooks" json:"pre_reboot_hooks"`
+	PostRebootHooks  []Hook `yaml:"post_reboot_hooks" json:"post_reboot_hooks"`
 	// AbortHooks undo the pre-reboot hooks (e.g. uncordon after a drain)
 	// when a reboot is aborted after one of them started.
-	AbortHooks       []Hook `yaml:"abort_hooks"`
-	SettleSec        int    `yaml:"settle_sec"`
-	MaxRebootsPerDay int    `yaml:"max_reboots_per_day"`
+	AbortHooks       []Hook `yaml:"abort_hooks" json:"abort_hooks"`
+	SettleSec        int    `yaml:"settle_sec" json:"settle_sec"`
+	MaxRebootsPerDay int    `yaml:"max_reboots_per_day" json:"max_reboots_per_day"`
 
 	// Notifications are messages about reboots, sent by the cluster child
 	// (docs/notifications.md).
-	Notifications Notifications `yaml:"notifications"`
+	Notifications Notifications `yaml:"notifications" json:"notifications"`
 
 	// origin remembers which file and line set each field, for messages.
 	origin origins
@@ -127,26 +127,26 @@ func GroupLockKey(lockKey, group string) string {
 // Rollout are the fleet's rules of docs/rollout.md that are not budgets.
 type Rollout struct {
 	// Wave is this node's wave: 0 for canaries, then 1, 2, ...
-	Wave int `yaml:"wave"`
+	Wave int `yaml:"wave" json:"wave"`
 	// MaxFailures is the failure budget: the failures within the window at
 	// which no further slot is admitted (a count or a percentage; 0: off).
-	MaxFailures Budget `yaml:"max_failures"`
+	MaxFailures Budget `yaml:"max_failures" json:"max_failures"`
 	// FailureWindowSec is how long a failure counts.
-	FailureWindowSec int `yaml:"failure_window_sec"`
+	FailureWindowSec int `yaml:"failure_window_sec" json:"failure_window_sec"`
 	// FailureScope is "fleet" or "group": what a failure halts.
-	FailureScope string `yaml:"failure_scope"`
+	FailureScope string `yaml:"failure_scope" json:"failure_scope"`
 	// PostRebootTimeoutSec is how long a node back from its reboot may fail
 	// its post-reboot checks before that is a failure.
-	PostRebootTimeoutSec int `yaml:"post_reboot_timeout_sec"`
+	PostRebootTimeoutSec int `yaml:"post_reboot_timeout_sec" json:"post_reboot_timeout_sec"`
 	// MinIntervalSec is the bake time between two reboots starting in a group.
-	MinIntervalSec int `yaml:"min_interval_sec"`
+	MinIntervalSec int `yaml:"min_interval_sec" json:"min_interval_sec"`
 	// MaxStartsPerHour bounds the reboots starting across the fleet per hour (0: no bound).
-	MaxStartsPerHour int `yaml:"max_starts_per_hour"`
+	MaxStartsPerHour int `yaml:"max_starts_per_hour" json:"max_starts_per_hour"`
 	// WaveBakeSec is how long after a lower wave's last completion the next wave waits.
-	WaveBakeSec int `yaml:"wave_bake_sec"`
+	WaveBakeSec int `yaml:"wave_bake_sec" json:"wave_bake_sec"`
 	// WaveTimeoutSec is how long a lower-wave node that needs a reboot holds
 	// back the later waves.
-	WaveTimeoutSec int `yaml:"wave_timeout_sec"`
+	WaveTimeoutSec int `yaml:"wave_timeout_sec" json:"wave_timeout_sec"`
 }
 
 // Failure scopes.
@@ -167,49 +167,49 @@ func DefaultRollout() Rollout {
 type FleetLock struct {
 	// Windows apply to every group without windows of its own (none: no
 	// window is checked).
-	Windows *Windows `yaml:"windows"`
+	Windows *Windows `yaml:"windows" json:"windows"`
 	// Groups are per FleetLock group (after --default-group mapping: the
 	// lock group's name, "" for the ungrouped lock).
-	Groups map[string]FleetLockGroup `yaml:"groups"`
+	Groups map[string]FleetLockGroup `yaml:"groups" json:"groups"`
 }
 
 // FleetLockGroup is one lock group's settings for its FleetLock clients.
 type FleetLockGroup struct {
 	// MaxHolders, when set, is the group's budget (else max_holders).
-	MaxHolders *Budget `yaml:"max_holders"`
+	MaxHolders *Budget `yaml:"max_holders" json:"max_holders"`
 	// Wave is the clients' wave.
-	Wave int `yaml:"wave"`
+	Wave int `yaml:"wave" json:"wave"`
 	// Windows, when set, replace fleetlock.windows for this group.
-	Windows *Windows `yaml:"windows"`
+	Windows *Windows `yaml:"windows" json:"windows"`
 }
 
 // Detector is one entry of reboot_required_detectors.
 type Detector struct {
 	// Type is file, command, auto, kernel or max_uptime.
-	Type string `yaml:"type"`
+	Type string `yaml:"type" json:"type"`
 	// Name labels the detector in output; default derived from type and path/cmd.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" json:"name"`
 	// Path is the marker file for type file.
-	Path string `yaml:"path"`
+	Path string `yaml:"path" json:"path"`
 	// Cmd is argv for type command, run without a shell.
-	Cmd []string `yaml:"cmd"`
+	Cmd []string `yaml:"cmd" json:"cmd"`
 	// SuccessExitCodes mean "reboot needed" (default [1]).
-	SuccessExitCodes []int `yaml:"success_exit_codes"`
+	SuccessExitCodes []int `yaml:"success_exit_codes" json:"success_exit_codes"`
 	// NotNeededExitCodes mean "no reboot needed" (default [0]).
-	NotNeededExitCodes []int `yaml:"not_needed_exit_codes"`
+	NotNeededExitCodes []int `yaml:"not_needed_exit_codes" json:"not_needed_exit_codes"`
 	// TimeoutSec bounds a command detector (default 30).
-	TimeoutSec int `yaml:"timeout_sec"`
+	TimeoutSec int `yaml:"timeout_sec" json:"timeout_sec"`
 	// Days is, for type max_uptime, the uptime in days beyond which a
 	// reboot is needed.
-	Days int `yaml:"days"`
+	Days int `yaml:"days" json:"days"`
 }
 
 // TLS configures mutual TLS towards etcd.
 type TLS struct {
-	Enabled  bool   `yaml:"enabled"`
-	CAFile   string `yaml:"ca_file"`
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	Enabled  bool   `yaml:"enabled" json:"enabled"`
+	CAFile   string `yaml:"ca_file" json:"ca_file"`
+	CertFile string `yaml:"cert_file" json:"cert_file"`
+	KeyFile  string `yaml:"key_file" json:"key_file"`
 }
 
 // GateChecks are the opt-in built-in checks of this node, run beside the
@@ -217,49 +217,49 @@ type TLS struct {
 type GateChecks struct {
 	// NoLoginSessions blocks while an interactive login session is open
 	// (a USER_PROCESS entry of /run/utmp with a live process).
-	NoLoginSessions bool `yaml:"no_login_sessions"`
+	NoLoginSessions bool `yaml:"no_login_sessions" json:"no_login_sessions"`
 	// InactiveUnits blocks while any of these systemd units is active.
-	InactiveUnits []string `yaml:"inactive_units"`
+	InactiveUnits []string `yaml:"inactive_units" json:"inactive_units"`
 	// Alerts block while a matching alert fires in Alertmanager or
 	// Prometheus (lib/alertgate; every phase).
-	Alerts []AlertCheck `yaml:"alerts"`
+	Alerts []AlertCheck `yaml:"alerts" json:"alerts"`
 	// PromQL block while an expression's value leaves its bounds.
-	PromQL []PromQLCheck `yaml:"promql"`
+	PromQL []PromQLCheck `yaml:"promql" json:"promql"`
 }
 
 // Policies are the built-in cluster policies, checked before the health script.
 type Policies struct {
-	MinHealthyFraction       float64  `yaml:"min_healthy_fraction"`
-	MinHealthyAbsolute       int      `yaml:"min_healthy_absolute"`
-	ForbidIfOnlyFallbackLeft bool     `yaml:"forbid_if_only_fallback_left"`
-	FallbackNodes            []string `yaml:"fallback_nodes"`
+	MinHealthyFraction       float64  `yaml:"min_healthy_fraction" json:"min_healthy_fraction"`
+	MinHealthyAbsolute       int      `yaml:"min_healthy_absolute" json:"min_healthy_absolute"`
+	ForbidIfOnlyFallbackLeft bool     `yaml:"forbid_if_only_fallback_left" json:"forbid_if_only_fallback_left"`
+	FallbackNodes            []string `yaml:"fallback_nodes" json:"fallback_nodes"`
 }
 
 // Windows are maintenance (allow) and blackout (deny) windows.
 type Windows struct {
-	Deny  []string `yaml:"deny"`
-	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny" json:"deny"`
+	Allow []string `yaml:"allow" json:"allow"`
 	// Timezone is an IANA name; "Local" (the default) is the host's zone.
-	Timezone string `yaml:"timezone"`
+	Timezone string `yaml:"timezone" json:"timezone"`
 }
 
 // Metrics configures Prometheus exposition.
 type Metrics struct {
-	Enabled bool   `yaml:"enabled"`
-	Listen  string `yaml:"listen"`
+	Enabled bool   `yaml:"enabled" json:"enabled"`
+	Listen  string `yaml:"listen" json:"listen"`
 	// Textfile, when set, is a node_exporter textfile-collector path written
 	// instead of (or besides) serving HTTP: the lean alternative.
-	Textfile string `yaml:"textfile"`
+	Textfile string `yaml:"textfile" json:"textfile"`
 }
 
 // Hook is a command run before or after a coordinated reboot.
 type Hook struct {
-	Name       string   `yaml:"name"`
-	Cmd        []string `yaml:"cmd"`
-	TimeoutSec int      `yaml:"timeout_sec"`
+	Name       string   `yaml:"name" json:"name"`
+	Cmd        []string `yaml:"cmd" json:"cmd"`
+	TimeoutSec int      `yaml:"timeout_sec" json:"timeout_sec"`
 	// OnTimeout is, for a pre-reboot hook only, what its timeout means:
 	// "abort" (the default, as "") or "continue" (the reboot goes on).
-	OnTimeout string `yaml:"on_timeout"`
+	OnTimeout string `yaml:"on_timeout" json:"on_timeout"`
 }
 
 // DefaultHookTimeout bounds a hook without timeout_sec.

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -97,5 +99,39 @@ func TestEveryStageListed(t *testing.T) {
 		"config.yaml:3 lock_ttl_sec", "config.yaml:6 windows.deny[0]"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("problems\n got %v\nwant %v", got, want)
+	}
+}
+
+// The configuration crosses to the cluster child as JSON
+// (driver/protocol.Request) under the same names as in YAML: every field
+// has a json tag equal to its yaml tag.
+func TestJSONNamesAreTheYAMLNames(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(t *testing.T, typ reflect.Type, path string)
+	walk = func(t *testing.T, typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] || typ.PkgPath() != reflect.TypeOf(Config{}).PkgPath() {
+			return
+		}
+		if reflect.PointerTo(typ).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+			return // its own form (Budget: a count or a percentage)
+		}
+		seen[typ] = true
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if y, j := f.Tag.Get("yaml"), f.Tag.Get("json"); y == "" || y != j {
+				t.Errorf("%s%s: yaml %q, json %q", path, f.Name, y, j)
+			}
+			walk(t, f.Type, path+f.Name+".")
+		}
+	}
+	walk(t, reflect.TypeOf(Config{}), "")
+	if len(seen) < 10 {
+		t.Fatalf("only %d types walked", len(seen))
 	}
 }

@@ -13,19 +13,19 @@ import (
 type Notifications struct {
 	// URLs are shoutrrr service URLs (slack://, teams://, smtp://,
 	// generic://, …). They carry secrets: never log them, use MaskURL.
-	URLs []string `yaml:"urls"`
+	URLs []string `yaml:"urls" json:"urls"`
 	// Webhooks are http:// or https:// URLs that get one JSON object per
 	// event in a POST.
-	Webhooks []string `yaml:"webhooks"`
+	Webhooks []string `yaml:"webhooks" json:"webhooks"`
 	// Events are the events sent; empty means all of NotifyEvents().
-	Events []string `yaml:"events"`
+	Events []string `yaml:"events" json:"events"`
 	// Templates override the message of an event (Go text/template).
-	Templates map[string]string `yaml:"templates"`
+	Templates map[string]string `yaml:"templates" json:"templates"`
 	// TimeoutSec bounds one delivery to one destination.
-	TimeoutSec int `yaml:"timeout_sec"`
+	TimeoutSec int `yaml:"timeout_sec" json:"timeout_sec"`
 	// BlockedAfterSec is how long a node must be blocked before
 	// node_blocked is sent (once per blocked episode).
-	BlockedAfterSec int `yaml:"blocked_after_sec"`
+	BlockedAfterSec int `yaml:"blocked_after_sec" json:"blocked_after_sec"`
 }
 
 // Enabled reports whether any destination is configured.

@@ -16,17 +16,17 @@ import (
 type Silences struct {
 	// AlertmanagerURL lists the Alertmanagers (one URL or a list); each
 	// gets the silence. Empty: no silences.
-	AlertmanagerURL URLList `yaml:"alertmanager_url"`
+	AlertmanagerURL URLList `yaml:"alertmanager_url" json:"alertmanager_url"`
 	// Matchers are Alertmanager matchers, each a text/template with .Node,
 	// .Group and .Lock, e.g. instance=~"{{.Node}}(:[0-9]+)?".
-	Matchers []string `yaml:"matchers"`
+	Matchers []string `yaml:"matchers" json:"matchers"`
 	// Required: a silence that cannot be created stops the reboot (the
 	// slot is freed). Default false: logged and counted, the reboot goes on.
-	Required bool `yaml:"required"`
+	Required bool `yaml:"required" json:"required"`
 	// TimeoutSec bounds each request to an Alertmanager.
-	TimeoutSec int `yaml:"timeout_sec"`
+	TimeoutSec int `yaml:"timeout_sec" json:"timeout_sec"`
 	// CreatedBy is the silence's createdBy (default clusterrebootd@<node>).
-	CreatedBy string `yaml:"created_by"`
+	CreatedBy string `yaml:"created_by" json:"created_by"`
 }
 
 // Enabled reports whether silences are configured.

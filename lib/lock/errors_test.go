@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
@@ -65,7 +66,7 @@ func TestParseLeaseIDAndSince(t *testing.T) {
 	if id, err := ParseLeaseID("1f"); err != nil || id != 31 {
 		t.Errorf("ParseLeaseID(1f) = %d, %v", id, err)
 	}
-	if d := (Entry{}).Since(time.Now()); d != 0 {
+	if d := (lockinfo.Entry{}).Since(time.Now()); d != 0 {
 		t.Errorf("a waiter's Since = %s, want 0", d)
 	}
 }

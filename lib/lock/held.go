@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 )
 
 // ErrReleased is Held.Err after Release.
@@ -30,7 +31,7 @@ type Held struct {
 	rev        int64
 	ttl        time.Duration
 	rpcTimeout time.Duration
-	ann        Annotation
+	ann        lockinfo.Annotation
 	waited     time.Duration
 
 	done     chan struct{}
@@ -50,7 +51,7 @@ type Held struct {
 	watchKey string
 }
 
-func newHeld(c *clientv3.Client, sess *concurrency.Session, o *Options, entry string, rev int64, ann Annotation) *Held {
+func newHeld(c *clientv3.Client, sess *concurrency.Session, o *Options, entry string, rev int64, ann lockinfo.Annotation) *Held {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Held{
 		client: c, session: sess, key: o.Key, entry: entry, rev: rev, ttl: o.TTL, rpcTimeout: o.RPCTimeout, ann: ann,
@@ -96,7 +97,7 @@ func (h *Held) LeaseID() clientv3.LeaseID { return h.session.Lease() }
 func (h *Held) TTL() time.Duration { return h.ttl }
 
 // Annotation is the value written to the entry.
-func (h *Held) Annotation() Annotation { return h.ann }
+func (h *Held) Annotation() lockinfo.Annotation { return h.ann }
 
 // Waited is how long Acquire took.
 func (h *Held) Waited() time.Duration { return h.waited }

@@ -32,6 +32,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 )
 
 // Options configure Acquire.
@@ -93,20 +94,6 @@ const Recheck = 30 * time.Second
 // version and ignores fields it does not know; an annotation it cannot
 // decode allows one holder.
 const ProtocolVersion = 2
-
-// Annotation is the JSON value of a lock entry.
-type Annotation struct {
-	Node       string     `json:"node"`
-	PID        int        `json:"pid"`
-	BootID     string     `json:"boot_id,omitempty"`
-	MachineID  string     `json:"machine_id,omitempty"`
-	Purpose    string     `json:"purpose,omitempty"`
-	MaxHolders int        `json:"max_holders"`
-	QueuedAt   time.Time  `json:"queued_at"`
-	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
-	// V is the protocol version the writer speaks (ProtocolVersion).
-	V int `json:"v"`
-}
 
 // ErrPlaceLost: our lease expired or our entry was deleted while we waited
 // in line; Acquire queues again (Options.OnRequeued).
@@ -266,7 +253,7 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 		return nil, err
 	}
 	myKey := fmt.Sprintf("%s/%x", o.Key, grant.ID)
-	ann := Annotation{V: ProtocolVersion, Node: o.Node, PID: o.PID, BootID: o.BootID, MachineID: o.MachineID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
+	ann := lockinfo.Annotation{V: ProtocolVersion, Node: o.Node, PID: o.PID, BootID: o.BootID, MachineID: o.MachineID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
 	val, _ := json.Marshal(ann)
 	tctx, cancel := rpc()
 	resp, err := c.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)).
@@ -457,7 +444,7 @@ func position(ctx context.Context, c *clientv3.Client, o *Options, myRev int64, 
 // entryMaxHolders is an entry's max_holders; an entry without a readable
 // annotation (etcdctl lock) allows one holder.
 func entryMaxHolders(value []byte) int {
-	var a Annotation
+	var a lockinfo.Annotation
 	if json.Unmarshal(value, &a) != nil || a.MaxHolders < 1 {
 		return 1
 	}

@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -733,7 +734,7 @@ func TestStatusAndEntriesWithALongQueue(t *testing.T) {
 	if err != nil || len(entries.Holders) != 1 || len(entries.Waiters) != 39 || entries.Holders[0].Node != "n0" {
 		t.Fatalf("entries: %+v, %v", entries.Holders, err)
 	}
-	if entries.Waiters[0].TTLRemainingSec != TTLUnknown {
+	if entries.Waiters[0].TTLRemainingSec != lockinfo.TTLUnknown {
 		t.Errorf("Entries looked up a TTL: %d", entries.Waiters[0].TTLRemainingSec)
 	}
 }

@@ -7,53 +7,24 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 )
-
-// Entry is one holder or waiter as Status sees it.
-type Entry struct {
-	// Entry is the etcd key, <lock key>/<lease id hex>.
-	Entry string `json:"entry"`
-	Annotation
-	// LeaseID is the lease in hex, as etcdctl prints it.
-	LeaseID string `json:"lease_id"`
-	// TTLRemainingSec is the lease's remaining TTL (-1: already expired,
-	// -2: unknown, the lookup failed or was not made).
-	TTLRemainingSec int64 `json:"ttl_remaining_sec"`
-	// FencingToken is the entry's create revision.
-	FencingToken int64 `json:"fencing_token"`
-}
-
-// Info is the state of one lock key.
-type Info struct {
-	Key     string  `json:"key"`
-	Holders []Entry `json:"holders"`
-	Waiters []Entry `json:"waiters"`
-	// Revision is the etcd revision the snapshot was read at.
-	Revision int64 `json:"revision"`
-}
-
-// Held reports whether anyone holds the lock.
-func (i Info) Held() bool { return len(i.Holders) > 0 }
-
-// TTLUnknown is Entry.TTLRemainingSec when the lease's TTL was not read.
-const TTLUnknown = -2
 
 // Status reads the holders and the waiters (in the order they will get the
 // lock) of key, with each lease's remaining TTL. An entry without a JSON
 // annotation (written by `etcdctl lock`) shows only its lease; it counts
 // with max_holders 1. It is for people: the TTLs cost one lookup per entry,
 // made a few at a time; one that fails leaves TTLUnknown.
-func Status(ctx context.Context, c *clientv3.Client, key string) (Info, error) {
+func Status(ctx context.Context, c *clientv3.Client, key string) (lockinfo.Info, error) {
 	info, err := Entries(ctx, c, key)
 	if err != nil {
 		return info, err
 	}
-	all := make([]*Entry, 0, len(info.Holders)+len(info.Waiters))
+	all := make([]*lockinfo.Entry, 0, len(info.Holders)+len(info.Waiters))
 	for i := range info.Holders {
 		all = append(all, &info.Holders[i])
 	}
@@ -86,8 +57,8 @@ const ttlLookups = 16
 // Entries is Status without the TTLs (TTLUnknown): one read, whatever the
 // length of the queue. The cluster steps use it under the lock, where a
 // lookup per waiter could outlast the request's deadline with a long queue.
-func Entries(ctx context.Context, c *clientv3.Client, key string) (Info, error) {
-	info := Info{Key: key, Holders: []Entry{}, Waiters: []Entry{}}
+func Entries(ctx context.Context, c *clientv3.Client, key string) (lockinfo.Info, error) {
+	info := lockinfo.Info{Key: key, Holders: []lockinfo.Entry{}, Waiters: []lockinfo.Entry{}}
 	resp, err := c.Get(ctx, key+"/", clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
@@ -99,7 +70,7 @@ func Entries(ctx context.Context, c *clientv3.Client, key string) (Info, error) 
 		if !IsEntry(key, string(kv.Key)) {
 			continue
 		}
-		e := Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: TTLUnknown}
+		e := lockinfo.Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: lockinfo.TTLUnknown}
 		if err := json.Unmarshal(kv.Value, &e.Annotation); err != nil || e.MaxHolders < 1 {
 			e.MaxHolders = 1
 		}
@@ -128,14 +99,6 @@ func ParseLeaseID(s string) (clientv3.LeaseID, error) {
 	return clientv3.LeaseID(v), nil
 }
 
-// Since is how long the entry has held the lock at now (0 for a waiter).
-func (e Entry) Since(now time.Time) time.Duration {
-	if e.AcquiredAt == nil {
-		return 0
-	}
-	return now.Sub(*e.AcquiredAt)
-}
-
 // Evict removes every entry of key whose annotation names node, holders and
 // waiters alike, and returns them. A holder's lease is revoked: that deletes
 // the entry and every other key the lease carries, and a still-running
@@ -144,12 +107,12 @@ func (e Entry) Since(now time.Time) time.Duration {
 // lease; it stops with ErrEvicted instead of queueing again. An entry
 // without a lease is deleted. It is the runbook's answer to a lock that
 // hangs.
-func Evict(ctx context.Context, c *clientv3.Client, key, node string) ([]Entry, error) {
+func Evict(ctx context.Context, c *clientv3.Client, key, node string) ([]lockinfo.Entry, error) {
 	info, err := Entries(ctx, c, key)
 	if err != nil {
 		return nil, err
 	}
-	evicted := []Entry{}
+	evicted := []lockinfo.Entry{}
 	for i, e := range append(info.Holders, info.Waiters...) {
 		if e.Node != node {
 			continue
@@ -165,12 +128,12 @@ func Evict(ctx context.Context, c *clientv3.Client, key, node string) ([]Entry, 
 // EvictLeaseless deletes every entry of key that has no lease. No process of
 // lib/lock or `etcdctl lock` writes one, nothing ever expires it, and it
 // blocks the line for ever (an `etcdctl put` by hand, a restored backup).
-func EvictLeaseless(ctx context.Context, c *clientv3.Client, key string) ([]Entry, error) {
+func EvictLeaseless(ctx context.Context, c *clientv3.Client, key string) ([]lockinfo.Entry, error) {
 	info, err := Entries(ctx, c, key)
 	if err != nil {
 		return nil, err
 	}
-	evicted := []Entry{}
+	evicted := []lockinfo.Entry{}
 	for _, e := range append(info.Holders, info.Waiters...) {
 		if e.LeaseID != "0" {
 			continue
@@ -186,7 +149,7 @@ func EvictLeaseless(ctx context.Context, c *clientv3.Client, key string) ([]Entr
 // remove deletes one entry: by revoking its lease (a holder), or by deleting
 // the entry itself (a waiter, or an entry without a lease), only if it is
 // still the same entry (its create revision).
-func remove(ctx context.Context, c *clientv3.Client, e Entry, waiter bool) error {
+func remove(ctx context.Context, c *clientv3.Client, e lockinfo.Entry, waiter bool) error {
 	id, err := ParseLeaseID(e.LeaseID)
 	if err != nil {
 		return exitcode.New(exitcode.Internal, err)

@@ -36,6 +36,21 @@ const DefaultTimeout = 60 * time.Second
 // Path is the PATH the reboot command gets, whatever the caller's.
 const Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// HookEnv is the environment every hook gets in phase (pre-reboot,
+// post-reboot): node, the phase and the etcd endpoints. A pre-reboot hook
+// also gets the lock's and the slot's variables (driver/cluster); a node
+// coming back holds neither, so this is the complete environment of a
+// post-reboot hook.
+func HookEnv(node string, endpoints []string, phase string) []string {
+	return []string{
+		"PATH=" + Path,
+		"LC_ALL=C",
+		"NODE_NAME=" + node,
+		"PHASE=" + phase,
+		"ETCD_ENDPOINTS=" + strings.Join(endpoints, ","),
+	}
+}
+
 // Options describe one reboot.
 type Options struct {
 	// Node names this node in the marker.

@@ -7,7 +7,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
@@ -85,7 +85,7 @@ func (k *counting) seats(kvs []*mvccpb.KeyValue, seat string) {
 			lines[parent] = l
 		}
 		l.position++
-		var a lock.Annotation
+		var a lockinfo.Annotation
 		if json.Unmarshal(kv.Value, &a) != nil || a.MaxHolders < 1 {
 			a.MaxHolders = 1
 		}

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/gate"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -221,12 +223,12 @@ func localReadError(err error) string {
 // statusResult is the JSON of status.
 type statusResult struct {
 	report.Header
-	Local localState         `json:"local"`
-	View  *policy.View       `json:"view,omitempty"`
-	Lock  *driver.LockStatus `json:"lock,omitempty"`
+	Local localState     `json:"local"`
+	View  *policy.View   `json:"view,omitempty"`
+	Lock  *lockinfo.Info `json:"lock,omitempty"`
 	// Rollout is the failure budget, the budgets and the admission's next
 	// answer for this node (docs/rollout.md).
-	Rollout *driver.RolloutStatus `json:"rollout,omitempty"`
+	Rollout *protocol.RolloutStatus `json:"rollout,omitempty"`
 }
 
 func (r statusResult) Text(w io.Writer) error {
@@ -336,8 +338,8 @@ func statusCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
-	var cr driver.StatusResult
-	code, err := child.Run(ctx, driver.StepStatus, nil, cfg, &cr)
+	var cr protocol.StatusResult
+	code, err := child.Run(ctx, protocol.StepStatus, nil, cfg, &cr)
 	if err == nil {
 		res.View, res.Lock, res.Rollout = &cr.View, &cr.Lock, cr.Rollout
 		if code != exitcode.OK {
@@ -355,7 +357,7 @@ type pauseResult struct {
 	Paused  *policy.Pause `json:"paused,omitempty"`
 	Changed bool          `json:"changed"`
 	// Rollout is set when resume ended a halted rollout.
-	Rollout *driver.RolloutResume `json:"rollout,omitempty"`
+	Rollout *protocol.RolloutResume `json:"rollout,omitempty"`
 	// Local is set by resume --local.
 	Local *localClear `json:"local,omitempty"`
 }
@@ -415,12 +417,12 @@ func pauseCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
-	step := driver.StepResume
+	step := protocol.StepResume
 	if pause {
-		step = driver.StepPause
+		step = protocol.StepPause
 	}
-	var cr driver.PauseResult
-	code, err := child.Run(ctx, step, driver.PauseArgs{Reason: reason}.Args(), cfg, &cr)
+	var cr protocol.PauseResult
+	code, err := child.Run(ctx, step, protocol.PauseArgs{Reason: reason}, cfg, &cr)
 	if err == nil {
 		res.Paused, res.Changed, res.Rollout = cr.Paused, cr.Changed, cr.Rollout
 		if code != exitcode.OK {
@@ -458,8 +460,8 @@ func resumeLocal(ctx context.Context, cfg config.Config, root string, child driv
 		slotErr(childErr.Error())
 		return lc, nil
 	}
-	var cr driver.CompleteResult
-	switch code, err := child.Run(ctx, driver.StepComplete, nil, cfg, &cr); {
+	var cr protocol.CompleteResult
+	switch code, err := child.Run(ctx, protocol.StepComplete, nil, cfg, &cr); {
 	case err != nil:
 		slotErr(err.Error())
 	case code != exitcode.OK:

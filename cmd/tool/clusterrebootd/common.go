@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -114,14 +115,14 @@ func (b *base) childPath() (string, error) {
 		return b.crdLock, nil
 	}
 	if exe, err := os.Executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(exe), driver.ChildTool); executable(p) {
+		if p := filepath.Join(filepath.Dir(exe), protocol.ChildTool); executable(p) {
 			return p, nil
 		}
 	}
-	if p, err := exec.LookPath(driver.ChildTool); err == nil {
+	if p, err := exec.LookPath(protocol.ChildTool); err == nil {
 		return p, nil
 	}
-	return "", exitcode.Errorf(exitcode.Config, "clusterrebootd: %s not found next to clusterrebootd nor on PATH; install it or pass --crd-lock PATH", driver.ChildTool)
+	return "", exitcode.Errorf(exitcode.Config, "clusterrebootd: %s not found next to clusterrebootd nor on PATH; install it or pass --crd-lock PATH", protocol.ChildTool)
 }
 
 // child is the crd-lock child, logging in this command's --log-format and at

@@ -7,21 +7,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
 
-// overrideResult is the JSON of hold, release-hold and request.
-type overrideResult struct {
-	report.Header
-	Target  string           `json:"target"`
-	Hold    *policy.Override `json:"hold,omitempty"`
-	Request *policy.Override `json:"request,omitempty"`
-	Changed bool             `json:"changed"`
-}
+// overrideResult is the child's answer (protocol.OverrideResult, the JSON
+// of hold, release-hold and request) as this command prints it.
+type overrideResult struct{ protocol.OverrideResult }
 
 func (r overrideResult) Text(w io.Writer) error {
 	report.Line(w, "node", r.Target)
@@ -50,12 +45,12 @@ func overrideCmd(ctx context.Context, b *base, args []string, stdout, stderr io.
 	if shared, rest := cli.SplitShared(args); len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		node, args = rest[0], append(shared, rest[1:]...)
 	}
-	withReason := sub != driver.StepReleaseHold
+	withReason := sub != protocol.StepReleaseHold
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
 	reason := b.reason
-	res := overrideResult{Target: node}
+	res := overrideResult{protocol.OverrideResult{Target: node}}
 	cfg, err := b.load(nil)
 	res.Node = cfg.NodeName
 	if err != nil {
@@ -74,12 +69,15 @@ func overrideCmd(ctx context.Context, b *base, args []string, stdout, stderr io.
 	if err != nil {
 		return finish(stdout, b.format, &res.Header, &res, err)
 	}
-	var cr driver.OverrideResult
-	code, err := child.Run(ctx, sub, driver.OverrideArgs{Node: node, Reason: reason, Force: b.force, Now: b.now}.Args(), cfg, &cr)
+	var cr protocol.OverrideResult
+	code, err := child.Run(ctx, sub, protocol.OverrideArgs{Node: node, Reason: reason, Force: b.force, Now: b.now}, cfg, &cr)
 	if err == nil {
-		res.Hold, res.Request, res.Changed = cr.Hold, cr.Request, cr.Changed
+		// The child's answer under this command's header.
+		childErr := cr.Error
+		cr.Header, cr.Target = res.Header, node
+		res.OverrideResult = cr
 		if code != exitcode.OK {
-			err = exitcode.Errorf(code, "%s", cr.Error)
+			err = exitcode.Errorf(code, "%s", childErr)
 		}
 	} else {
 		err = exitcode.New(code, err)

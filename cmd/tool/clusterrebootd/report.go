@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -31,8 +31,8 @@ func newReportBase(stdout io.Writer) *base {
 type reportResult struct {
 	report.Header
 	// ReadAt is when the nodes were read (null when they could not be).
-	ReadAt *time.Time         `json:"read_at"`
-	Nodes  []driver.ReportRow `json:"nodes"`
+	ReadAt *time.Time           `json:"read_at"`
+	Nodes  []protocol.ReportRow `json:"nodes"`
 }
 
 func (r reportResult) Text(w io.Writer) error {
@@ -76,10 +76,10 @@ func orDash(s string) string {
 // is shown as text shows it (report.Field: control characters escaped, at
 // most 256 bytes), and one that a spreadsheet would take for a formula
 // (starting with =, +, -, @) gets a leading '.
-func writeCSV(w io.Writer, nodes []driver.ReportRow) error {
+func writeCSV(w io.Writer, nodes []protocol.ReportRow) error {
 	cw := csv.NewWriter(w)
 	cw.UseCRLF = true
-	if err := cw.Write(driver.ReportColumns()); err != nil {
+	if err := cw.Write(protocol.ReportColumns()); err != nil {
 		return err
 	}
 	for _, n := range nodes {
@@ -110,7 +110,7 @@ func reportCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wr
 	if err := b.parse(args, stdout); err != nil {
 		return err
 	}
-	res := reportResult{Nodes: []driver.ReportRow{}}
+	res := reportResult{Nodes: []protocol.ReportRow{}}
 	cfg, err := b.load(nil)
 	res.Node = cfg.NodeName
 	if err == nil {
@@ -136,8 +136,8 @@ func runReport(ctx context.Context, b *base, cfg config.Config, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	var cr driver.ReportResult
-	code, err := child.Run(ctx, driver.StepReport, nil, cfg, &cr)
+	var cr protocol.ReportResult
+	code, err := child.Run(ctx, protocol.StepReport, nil, cfg, &cr)
 	if err != nil {
 		return exitcode.New(code, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 )
 
 // The CSV parses as RFC 4180 (a header, one record per node, every record
@@ -17,7 +17,7 @@ import (
 func TestReportCSV(t *testing.T) {
 	yes := true
 	since := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
-	rows := []driver.ReportRow{
+	rows := []protocol.ReportRow{
 		{Node: "node-a", Progress: "waiting", State: "blocked", RebootRequired: &yes, NeedsRebootSince: &since, Reason: "window: closed, opens 02:00", Failures: []string{}},
 		{Node: "node-b", Group: "db", Wave: 1, Progress: "unknown", Reason: "say \"hi\"\nthen =1+1", Failures: []string{"post_reboot", "slot_expired"}},
 		{Node: "node-c", Progress: "up_to_date", Reason: "=HYPERLINK(\"http://x\")", Version: "@sum"},
@@ -27,7 +27,7 @@ func TestReportCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	if !strings.HasPrefix(out, strings.Join(driver.ReportColumns(), ",")+"\r\n") || strings.Count(out, "\r\n") != 4 {
+	if !strings.HasPrefix(out, strings.Join(protocol.ReportColumns(), ",")+"\r\n") || strings.Count(out, "\r\n") != 4 {
 		t.Fatalf("want the header and 3 lines, each ending in CRLF:\n%q", out)
 	}
 	if !strings.Contains(out, `,"window: closed, opens 02:00"`) {
@@ -65,7 +65,7 @@ func TestReportCSV(t *testing.T) {
 func TestReportText(t *testing.T) {
 	up := int64(90061)
 	var b bytes.Buffer
-	res := reportResult{Nodes: []driver.ReportRow{{Node: "node-a", Progress: "done", State: "idle", KernelRunning: "6.1.0-9-amd64", KernelInstalled: "6.1.0-28-amd64", UptimeSec: &up, Failures: []string{"post_reboot"}}}}
+	res := reportResult{Nodes: []protocol.ReportRow{{Node: "node-a", Progress: "done", State: "idle", KernelRunning: "6.1.0-9-amd64", KernelInstalled: "6.1.0-28-amd64", UptimeSec: &up, Failures: []string{"post_reboot"}}}}
 	if err := res.Text(&b); err != nil {
 		t.Fatal(err)
 	}

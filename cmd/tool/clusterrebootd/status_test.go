@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
@@ -57,10 +58,10 @@ func TestStatusLocalHistory(t *testing.T) {
 func TestStatusRolloutText(t *testing.T) {
 	readAt := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := readAt.Add(80 * time.Minute)
-	ro := &driver.RolloutStatus{
-		Progress: []driver.RolloutProgress{{Wave: 0, Nodes: 3, NeedReboot: 2, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 2, Down: 1, Failed: 1}},
-		ETA: driver.RolloutETA{At: &at, Remaining: 3, Down: 1, Held: 1, MedianRebootMS: 600000, Samples: 3, MaxTotal: 2, WaveBakeSec: 1800, Ignores: driver.ETAIgnores,
-			Groups: []driver.RolloutGroupPlan{{Group: "", Remaining: 2, MaxHolders: 1}, {Group: "db", Remaining: 1, MaxHolders: 2, MinIntervalSec: 900}}},
+	ro := &protocol.RolloutStatus{
+		Progress: []protocol.RolloutProgress{{Wave: 0, Nodes: 3, NeedReboot: 2, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 2, Down: 1, Failed: 1}},
+		ETA: protocol.RolloutETA{At: &at, Remaining: 3, Down: 1, Held: 1, MedianRebootMS: 600000, Samples: 3, MaxTotal: 2, WaveBakeSec: 1800, Ignores: protocol.ETAIgnores,
+			Groups: []protocol.RolloutGroupPlan{{Group: "", Remaining: 2, MaxHolders: 1}, {Group: "db", Remaining: 1, MaxHolders: 2, MinIntervalSec: 900}}},
 	}
 	var b bytes.Buffer
 	rolloutText(&b, ro, &policy.View{ReadAt: readAt})
@@ -74,7 +75,7 @@ func TestStatusRolloutText(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
 	}
-	ro.ETA = driver.RolloutETA{Unknown: "the rollout halted itself after failures", Remaining: 2, Ignores: driver.ETAIgnores}
+	ro.ETA = protocol.RolloutETA{Unknown: "the rollout halted itself after failures", Remaining: 2, Ignores: protocol.ETAIgnores}
 	b.Reset()
 	rolloutText(&b, ro, nil)
 	if !strings.Contains(b.String(), "estimated end:   unknown: the rollout halted itself after failures; 2 reboot(s) left") || !strings.Contains(b.String(), "no reboot measured yet") {

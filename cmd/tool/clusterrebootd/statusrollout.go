@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
@@ -14,7 +14,7 @@ import (
 // rolloutText is status's view of the rollout's progress: the nodes per
 // wave and group, and the estimate of its end with its inputs
 // (docs/rollout.md, "Seeing the rollout").
-func rolloutText(w io.Writer, ro *driver.RolloutStatus, view *policy.View) {
+func rolloutText(w io.Writer, ro *protocol.RolloutStatus, view *policy.View) {
 	report.Line(w, "progress", "nodes per wave and group (need reboot includes waiting; down: a reboot slot held; done: rebooted within the failure window)")
 	fmt.Fprintf(w, "  %-5s %-20s %6s %12s %8s %5s %5s %7s\n", "WAVE", "GROUP", "NODES", "NEED REBOOT", "WAITING", "DOWN", "DONE", "FAILED")
 	for _, g := range ro.Progress {

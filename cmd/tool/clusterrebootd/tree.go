@@ -9,7 +9,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
@@ -31,7 +31,7 @@ func Tree(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 	validate := newBase("validate-config", stdout, true)
 	ver := newBase("version", stdout, false)
 	pause, resume := newPauseBase(stdout, true), newPauseBase(stdout, false)
-	hold, releaseHold, request := newOverrideBase(driver.StepHold, stdout), newOverrideBase(driver.StepReleaseHold, stdout), newOverrideBase(driver.StepRequest, stdout)
+	hold, releaseHold, request := newOverrideBase(protocol.StepHold, stdout), newOverrideBase(protocol.StepReleaseHold, stdout), newOverrideBase(protocol.StepRequest, stdout)
 	override := func(b *base) func(context.Context, []string) error {
 		return func(ctx context.Context, args []string) error { return overrideCmd(ctx, b, args, stdout, stderr) }
 	}
@@ -126,11 +126,11 @@ func newPauseBase(stdout io.Writer, pause bool) *base {
 // release-hold take --reason.
 func newOverrideBase(sub string, stdout io.Writer) *base {
 	b := newBase(sub, stdout, true)
-	if sub != driver.StepReleaseHold {
+	if sub != protocol.StepReleaseHold {
 		b.fs.StringVar(&b.reason, "reason", "", "why (`text`, required; shown in status and the node's logs)")
 		b.fs.BoolVar(&b.force, "force", false, "also for a node nothing in etcd knows yet (no health record, no slot); else that is refused as a typo")
 	}
-	if sub == driver.StepRequest {
+	if sub == protocol.StepRequest {
 		b.fs.BoolVar(&b.now, "now", false, "an emergency reboot: outside the node's windows, still through the lock, the slot, the pause, the hold, the failure budget and the gates")
 	}
 	return b

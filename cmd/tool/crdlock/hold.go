@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -45,9 +45,9 @@ type HoldResult struct {
 	SlotKey  string `json:"slot_key,omitempty"`
 	SlotKept bool   `json:"slot_kept,omitempty"`
 	// Silences: the Alertmanager silences made with the slot (docs/silences.md).
-	Silences *driver.SilenceReport `json:"silences,omitempty"`
+	Silences *protocol.SilenceReport `json:"silences,omitempty"`
 	// Notifications: reboot_starting, reboot_failed (docs/notifications.md).
-	Notifications *driver.Notifications `json:"notifications,omitempty"`
+	Notifications *protocol.Notifications `json:"notifications,omitempty"`
 	// Released is true when the lease was revoked after COMMAND ended.
 	Released bool `json:"released"`
 }

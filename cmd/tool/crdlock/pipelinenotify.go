@@ -7,8 +7,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
@@ -64,7 +64,7 @@ func (p *pipelineNotes) halted(detail string) {
 	if p == nil {
 		return
 	}
-	p.s.Send(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: driver.ReasonHalted, Detail: detail})
+	p.s.Send(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: protocol.ReasonHalted, Detail: detail})
 }
 
 // holdEnded sends reboot_failed when hold fails after reboot_starting
@@ -93,13 +93,13 @@ func (p *pipelineNotes) reason(res *HoldResult) string {
 	case p.failReason != "":
 		return p.failReason
 	case res.LockLost:
-		return driver.ReasonLockBusy
+		return protocol.ReasonLockBusy
 	}
-	return driver.ReasonRebootFailed
+	return protocol.ReasonRebootFailed
 }
 
 // wait gives the queue at most one more notifications.timeout_sec.
-func (p *pipelineNotes) wait() *driver.Notifications {
+func (p *pipelineNotes) wait() *protocol.Notifications {
 	if p == nil {
 		return nil
 	}
@@ -131,6 +131,6 @@ func (p *pipelineNotes) completed(ctx context.Context, client *clientv3.Client, 
 // silenceFailed marks the failure as the required silence's.
 func (p *pipelineNotes) silenceFailed() {
 	if p != nil {
-		p.failReason = driver.ReasonHook
+		p.failReason = protocol.ReasonHook
 	}
 }

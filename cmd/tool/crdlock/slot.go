@@ -12,8 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
 	"github.com/clusterrebootd/clusterrebootd/driver/cluster"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
@@ -41,7 +41,7 @@ type rebootSlot struct {
 	// sil is this node's configured silence (nil: none), silences what
 	// hold reports of it (slotsilence.go).
 	sil      *silence.Node
-	silences *driver.SilenceReport
+	silences *protocol.SilenceReport
 	// notes are hold's notifications (pipelinenotify.go).
 	notes *pipelineNotes
 }
@@ -219,9 +219,9 @@ type CompleteResult struct {
 	// MarkerRemoved says the reboot marker of the completed reboot was removed.
 	MarkerRemoved bool `json:"marker_removed,omitempty"`
 	// Silences: the Alertmanager silences expired (or extended, --keep).
-	Silences *driver.SilenceReport `json:"silences,omitempty"`
+	Silences *protocol.SilenceReport `json:"silences,omitempty"`
 	// Notifications: reboot_completed, slot_expired (docs/notifications.md).
-	Notifications *driver.Notifications `json:"notifications,omitempty"`
+	Notifications *protocol.Notifications `json:"notifications,omitempty"`
 }
 
 // Text renders the result for humans.

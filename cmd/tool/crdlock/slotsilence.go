@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/clusterrebootd/clusterrebootd/driver"
+	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
@@ -40,7 +40,7 @@ func (r *rebootSlot) silence(ctx context.Context, cfg config.Config, token int64
 	if n == nil && err == nil {
 		return nil
 	}
-	r.silences = &driver.SilenceReport{}
+	r.silences = &protocol.SilenceReport{}
 	errs := []error{err}
 	if err == nil {
 		rec, e := n.Ensure(ctx, silence.Slot{Key: r.held.Key, FencingToken: token, EndsAt: slotEnd(ctx, r.client, r.lease, r.fleet.TTL)})
@@ -84,12 +84,12 @@ func (r *rebootSlot) expireSilences() {
 
 // expireSilences ends the silences recorded in stateDir; a failure is
 // logged and reported: the silence ends by itself.
-func expireSilences(ctx context.Context, n *silence.Node, stateDir string, log *slog.Logger, why string) *driver.SilenceReport {
+func expireSilences(ctx context.Context, n *silence.Node, stateDir string, log *slog.Logger, why string) *protocol.SilenceReport {
 	if _, ok, _ := record.ReadRecord(stateDir); !ok {
 		return nil
 	}
 	expired, errs := n.Expire(ctx, stateDir)
-	rep := &driver.SilenceReport{Expired: len(expired), ExpireFailures: len(errs), Errors: errorLines(errs)}
+	rep := &protocol.SilenceReport{Expired: len(expired), ExpireFailures: len(errs), Errors: errorLines(errs)}
 	if len(expired) > 0 {
 		log.Info("silence expired: "+why, "silences", len(expired))
 	}
@@ -101,7 +101,7 @@ func expireSilences(ctx context.Context, n *silence.Node, stateDir string, log *
 
 // completeSilences is `crd-lock complete`'s part: expire the silences once
 // the slot is freed, or, with --keep, extend them with the renewed slot.
-func completeSilences(ctx context.Context, cfg config.Config, client *clientv3.Client, lease clientv3.LeaseID, keep bool, log *slog.Logger) *driver.SilenceReport {
+func completeSilences(ctx context.Context, cfg config.Config, client *clientv3.Client, lease clientv3.LeaseID, keep bool, log *slog.Logger) *protocol.SilenceReport {
 	n, _ := silence.FromConfig(cfg)
 	if !keep {
 		return expireSilences(ctx, n, cfg.StateDir, log, "the node is back and its reboot slot is freed")
@@ -110,7 +110,7 @@ func completeSilences(ctx context.Context, cfg config.Config, client *clientv3.C
 		return nil
 	}
 	rec, errs := n.Extend(ctx, silence.Slot{EndsAt: slotEnd(ctx, client, lease, time.Duration(cfg.RebootSlotTTLSec)*time.Second)})
-	rep := &driver.SilenceReport{IDs: rec.IDs(), CreateFailures: len(errs), Errors: errorLines(errs)}
+	rep := &protocol.SilenceReport{IDs: rec.IDs(), CreateFailures: len(errs), Errors: errorLines(errs)}
 	if len(errs) > 0 {
 		log.Warn("the silence could not be extended with the kept reboot slot; it ends by itself", "error", strings.Join(rep.Errors, "; "))
 	}

@@ -11,16 +11,17 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
 
 // StatusResult is the JSON line of crd-lock status.
 type StatusResult struct {
 	base
-	Held     bool         `json:"held"`
-	Holders  []lock.Entry `json:"holders"`
-	Waiters  []lock.Entry `json:"waiters"`
-	Revision int64        `json:"revision,omitempty"`
+	Held     bool             `json:"held"`
+	Holders  []lockinfo.Entry `json:"holders"`
+	Waiters  []lockinfo.Entry `json:"waiters"`
+	Revision int64            `json:"revision,omitempty"`
 }
 
 // Text renders the result for humans.
@@ -42,7 +43,7 @@ func (r *StatusResult) Text(w io.Writer) error {
 	return nil
 }
 
-func describe(e lock.Entry) string {
+func describe(e lockinfo.Entry) string {
 	node := e.Node
 	if node == "" {
 		node = "(no annotation)"
@@ -51,7 +52,7 @@ func describe(e lock.Entry) string {
 	switch e.TTLRemainingSec {
 	case -1:
 		ttl = "expired"
-	case lock.TTLUnknown:
+	case lockinfo.TTLUnknown:
 		ttl = "unknown"
 	}
 	s := fmt.Sprintf("%s pid %d token %d lease %s ttl %s", report.Field(node), e.PID, e.FencingToken, e.LeaseID, ttl)
@@ -66,7 +67,7 @@ func describe(e lock.Entry) string {
 
 func runStatus(ctx context.Context, o *statusOpts, args []string, stdout, stderr io.Writer) error {
 	fs, f := o.fs, &o.f
-	res := &StatusResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "status"}, Holders: []lock.Entry{}, Waiters: []lock.Entry{}}
+	res := &StatusResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "status"}, Holders: []lockinfo.Entry{}, Waiters: []lockinfo.Entry{}}
 	format := report.JSON
 	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, key, err := f.setup(fs, args, stdout, &format, "status")
@@ -97,9 +98,9 @@ func runStatus(ctx context.Context, o *statusOpts, args []string, stdout, stderr
 // ReleaseResult is the JSON line of crd-lock release.
 type ReleaseResult struct {
 	base
-	Holder   string       `json:"holder"`
-	Forced   bool         `json:"forced"`
-	Released []lock.Entry `json:"released"`
+	Holder   string           `json:"holder"`
+	Forced   bool             `json:"forced"`
+	Released []lockinfo.Entry `json:"released"`
 }
 
 // Text renders the result for humans.
@@ -115,7 +116,7 @@ func (r *ReleaseResult) Text(w io.Writer) error {
 
 func runRelease(ctx context.Context, o *releaseOpts, args []string, stdout, stderr io.Writer) error {
 	fs, f, holder, force, leaseless := o.fs, &o.f, o.holder, o.force, o.leaseless
-	res := &ReleaseResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "release"}, Released: []lock.Entry{}}
+	res := &ReleaseResult{base: base{Header: report.Header{Tool: tool}, Subcommand: "release"}, Released: []lockinfo.Entry{}}
 	format := report.JSON
 	finish := func(err error) error { return finishResult(stdout, format, res, err) }
 	cfg, key, err := f.setup(fs, args, stdout, &format, "release")

@@ -89,6 +89,49 @@ func TestLibImportsNoProgram(t *testing.T) {
 	}
 }
 
+// The daemon's two processes share only their contract: driver (the
+// daemon) and driver/cluster (its child, crd-lock step) import
+// driver/protocol and never each other, and driver/protocol imports
+// neither, so that crd-lock links none of the daemon's code and the daemon
+// none of the child's (tests included: a test in one of them that needs the
+// other belongs in testscripts/).
+func TestDaemonAndChildShareOnlyTheProtocol(t *testing.T) {
+	const module = "github.com/clusterrebootd/clusterrebootd/"
+	forbidden := map[string][]string{
+		"driver/cluster/":  {module + "driver"},
+		"driver/protocol/": {module + "driver", module + "driver/cluster"},
+		"driver/":          {module + "driver/cluster"},
+	}
+	checked := 0
+	err := walkProduct("../../../driver", func(path, _ string) error {
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		rel, _ := filepath.Rel("../../..", path)
+		dir := filepath.Dir(rel) + "/"
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			for _, bad := range forbidden[dir] {
+				if p == bad {
+					t.Errorf("%s imports %s: the daemon and its child share only driver/protocol", rel, p)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 60 {
+		t.Fatalf("checked only %d files under driver/", checked)
+	}
+}
+
 // productImports calls fn with each import path of each Go file under
 // root/under that is built into the product (not a _test.go file; rel is
 // the file's path from root), and returns how many files it read.

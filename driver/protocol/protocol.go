@@ -1,4 +1,17 @@
-package driver
+// Package protocol is the contract between the daemon's two processes: the
+// daemon (package driver, which links no etcd, HTTP or notification code)
+// and its cluster steps (package driver/cluster, run as the short-lived
+// child `crd-lock step NAME`). It holds the step names, each step's
+// arguments and result, the reason tokens with their exit codes, and the
+// request document the daemon writes on the child's stdin (request.go).
+// The child writes exactly one JSON object (one of the *Result types) on
+// stdout, logs on stderr, and exits with a code of lib/exitcode's table.
+//
+// Both sides import this package and nothing of each other: driver never
+// imports driver/cluster, driver/cluster never imports driver. It links
+// only lib packages the daemon links anyway (config, policy, report, gate's
+// result types, exitcode).
+package protocol
 
 import (
 	"flag"
@@ -9,16 +22,10 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 )
-
-// The child protocol: the daemon runs `crd-lock step <name> [flags]` with its
-// effective configuration as YAML on stdin; the child writes exactly one JSON
-// object (one of the *Result types below) on stdout, logs on stderr, and exits
-// with a code of the table in lib/exitcode. This file is shared by both sides:
-// driver/cluster (the child) imports it, the daemon imports it; driver never
-// imports driver/cluster.
 
 // ChildTool is the program the daemon runs for its cluster steps.
 const ChildTool = "crd-lock"
@@ -190,34 +197,34 @@ const (
 	OutcomeBlocked = "blocked"
 )
 
-// PublishArgs are the flags of `crd-lock step publish`.
+// PublishArgs are the arguments of `crd-lock step publish`.
 type PublishArgs struct {
 	// State is one of the policy.State* values.
-	State string
+	State string `json:"state"`
 	// RebootRequired is the detectors' last answer.
-	RebootRequired bool
+	RebootRequired bool `json:"reboot_required"`
 	// LastCheck is when the daemon last ran its checks.
-	LastCheck time.Time
+	LastCheck time.Time `json:"last_check"`
 	// Detail is the reason of a blocked state, one line.
-	Detail string
+	Detail string `json:"detail,omitempty"`
 	// ReadView asks for the whole cluster view after the write. Without it
 	// the step reads only the pause key, so an idle node's publication costs
 	// etcd the same whatever the size of the fleet.
-	ReadView bool
+	ReadView bool `json:"read_view,omitempty"`
 	// ReadSummary asks for the view's summary after the write: what the
 	// built-in policies and CLUSTER_SIZE need, read in a size that does not
 	// grow with the fleet (docs/scaling.md). The daemon's pre-lock and
 	// post-reboot decisions use it.
-	ReadSummary bool
+	ReadSummary bool `json:"read_summary,omitempty"`
 	// BlockedSince and BlockedReason say since when and why the node is
 	// blocked (zero: not blocked), for the node_blocked and reboot_loop
 	// notifications, which the child sends.
-	BlockedSince  time.Time
-	BlockedReason string
+	BlockedSince  time.Time `json:"blocked_since,omitzero"`
+	BlockedReason string    `json:"blocked_reason,omitempty"`
 	// RequiredSince is since when the detectors say a reboot is needed,
 	// without a break (zero: not needed), for the waves' timeout and the
 	// compliance report.
-	RequiredSince time.Time
+	RequiredSince time.Time `json:"required_since,omitzero"`
 }
 
 // Register adds the publish flags to fs (the child side).
@@ -245,35 +252,13 @@ func (a *PublishArgs) Register(fs *flag.FlagSet) {
 	})
 }
 
-// Args renders the flags (the daemon side).
-func (a PublishArgs) Args() []string {
-	args := []string{"--state", a.State, "--reboot-required=" + strconv.FormatBool(a.RebootRequired),
-		"--last-check", a.LastCheck.UTC().Format(time.RFC3339)}
-	if a.Detail != "" {
-		args = append(args, "--detail", a.Detail)
-	}
-	if a.ReadView {
-		args = append(args, "--read-view")
-	}
-	if a.ReadSummary {
-		args = append(args, "--read-summary")
-	}
-	if !a.BlockedSince.IsZero() {
-		args = append(args, "--blocked-since", a.BlockedSince.UTC().Format(time.RFC3339), "--blocked-reason", a.BlockedReason)
-	}
-	if !a.RequiredSince.IsZero() {
-		args = append(args, "--required-since", a.RequiredSince.UTC().Format(time.RFC3339))
-	}
-	return args
-}
-
-// CycleArgs are the flags of `crd-lock step cycle`.
+// CycleArgs are the arguments of `crd-lock step cycle`.
 type CycleArgs struct {
 	// Attempt counts consecutive blocked cycles of this reboot (1 first).
-	Attempt int
+	Attempt int `json:"attempt"`
 	// NoWait answers lock_busy or reboot_in_progress instead of waiting in
 	// line for the lock or for other nodes' reboot slots (simulate).
-	NoWait bool
+	NoWait bool `json:"no_wait,omitempty"`
 }
 
 // Register adds the cycle flags to fs.
@@ -282,20 +267,11 @@ func (a *CycleArgs) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.NoWait, "no-wait", false, "do not wait in line: answer lock_busy or reboot_in_progress when a real run would wait")
 }
 
-// Args renders the flags.
-func (a CycleArgs) Args() []string {
-	args := []string{"--attempt", strconv.Itoa(a.Attempt)}
-	if a.NoWait {
-		args = append(args, "--no-wait")
-	}
-	return args
-}
-
-// PauseArgs are the flags of `crd-lock step pause` and `step resume`.
+// PauseArgs are the arguments of `crd-lock step pause` and `step resume`.
 type PauseArgs struct {
 	// Reason is why reboots are paused, or why a halted rollout may go on
 	// (resume; required while halted).
-	Reason string
+	Reason string `json:"reason,omitempty"`
 }
 
 // Register adds the pause flags to fs.
@@ -303,24 +279,16 @@ func (a *PauseArgs) Register(fs *flag.FlagSet) {
 	fs.StringVar(&a.Reason, "reason", "", "why reboots are paused, or why a halted rollout may go on (`text`)")
 }
 
-// Args renders the flags.
-func (a PauseArgs) Args() []string {
-	if a.Reason == "" {
-		return nil
-	}
-	return []string{"--reason", a.Reason}
-}
-
-// OverrideArgs are the flags of `crd-lock step hold|release-hold|request`.
+// OverrideArgs are the arguments of `crd-lock step hold|release-hold|request`.
 type OverrideArgs struct {
-	Node   string
-	Reason string
+	Node   string `json:"node"`
+	Reason string `json:"reason,omitempty"`
 	// Force holds or requests a node nothing in etcd knows (no record, no
 	// slot): without it that is refused, as a typo would be.
-	Force bool
+	Force bool `json:"force,omitempty"`
 	// Now makes a request an emergency reboot: outside the node's windows,
 	// through every other rule (request only).
-	Now bool
+	Now bool `json:"now,omitempty"`
 }
 
 // Register adds the override flags to fs.
@@ -331,21 +299,6 @@ func (a *OverrideArgs) Register(fs *flag.FlagSet, withReason bool) {
 		fs.BoolVar(&a.Force, "force", false, "also for a node nothing in etcd knows (no health record, no slot)")
 		fs.BoolVar(&a.Now, "now", false, "request only: an emergency reboot, outside the node's windows")
 	}
-}
-
-// Args renders the flags.
-func (a OverrideArgs) Args() []string {
-	args := []string{"--node", a.Node}
-	if a.Reason != "" {
-		args = append(args, "--reason", a.Reason)
-	}
-	if a.Force {
-		args = append(args, "--force")
-	}
-	if a.Now {
-		args = append(args, "--now")
-	}
-	return args
 }
 
 // OverrideResult is the JSON of `step hold`, `step release-hold` and
@@ -378,10 +331,10 @@ type RolloutResume struct {
 	Revision int64 `json:"revision"`
 }
 
-// ServeMetricsArgs are the flags of `crd-lock step serve-metrics`.
+// ServeMetricsArgs are the arguments of `crd-lock step serve-metrics`.
 type ServeMetricsArgs struct {
-	Listen string
-	File   string
+	Listen string `json:"listen"`
+	File   string `json:"file"`
 }
 
 // Register adds the serve-metrics flags to fs.
@@ -389,9 +342,6 @@ func (a *ServeMetricsArgs) Register(fs *flag.FlagSet) {
 	fs.StringVar(&a.Listen, "listen", config.Default().Metrics.Listen, "`address` to serve /metrics on")
 	fs.StringVar(&a.File, "file", "", "exposition `file` served as /metrics")
 }
-
-// Args renders the flags.
-func (a ServeMetricsArgs) Args() []string { return []string{"--listen", a.Listen, "--file", a.File} }
 
 // PublishResult is the JSON of `step publish`.
 type PublishResult struct {
@@ -500,11 +450,11 @@ func (p StopPoint) Describe() string {
 	return s
 }
 
-// CompleteArgs are the flags of `crd-lock step complete`.
+// CompleteArgs are the arguments of `crd-lock step complete`.
 type CompleteArgs struct {
 	// Keep renews the slot's lease instead of freeing it: the node is back
 	// but its post-reboot checks fail, and the fleet must wait for it.
-	Keep bool
+	Keep bool `json:"keep,omitempty"`
 }
 
 // Register adds the complete flags to fs.
@@ -512,23 +462,15 @@ func (a *CompleteArgs) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.Keep, "keep", false, "renew this node's reboot slot (its whole reboot_slot_ttl_sec again) instead of freeing it")
 }
 
-// Args renders the flags.
-func (a CompleteArgs) Args() []string {
-	if a.Keep {
-		return []string{"--keep"}
-	}
-	return nil
-}
-
-// FailureArgs are the flags of `crd-lock step failure`.
+// FailureArgs are the arguments of `crd-lock step failure`.
 type FailureArgs struct {
 	// Kind is reboot_command or reboot_loop (lib/slot's failure kinds).
-	Kind string
+	Kind string `json:"kind"`
 	// Detail says what happened, one line.
-	Detail string
+	Detail string `json:"detail"`
 	// Since is when it began (the reboot request, the loop's block): one
 	// failure record per node, kind and Since.
-	Since time.Time
+	Since time.Time `json:"since"`
 }
 
 // Register adds the failure flags to fs.
@@ -540,11 +482,6 @@ func (a *FailureArgs) Register(fs *flag.FlagSet) {
 		a.Since = t
 		return err
 	})
-}
-
-// Args renders the flags.
-func (a FailureArgs) Args() []string {
-	return []string{"--kind", a.Kind, "--detail", a.Detail, "--since", a.Since.UTC().Format(time.RFC3339)}
 }
 
 // FailureResult is the JSON of `step failure`.
@@ -575,30 +512,12 @@ type CompleteResult struct {
 	Notifications *Notifications `json:"notifications,omitempty"`
 }
 
-// LockEntry is one holder or waiter of the lock (lib/lock.Entry in JSON).
-type LockEntry struct {
-	Entry           string     `json:"entry"`
-	Node            string     `json:"node"`
-	LeaseID         string     `json:"lease_id"`
-	FencingToken    int64      `json:"fencing_token"`
-	TTLRemainingSec int64      `json:"ttl_remaining_sec"`
-	QueuedAt        time.Time  `json:"queued_at"`
-	AcquiredAt      *time.Time `json:"acquired_at,omitempty"`
-}
-
-// LockStatus is the lock as `step status` reads it (lib/lock.Info in JSON).
-type LockStatus struct {
-	Key      string      `json:"key"`
-	Holders  []LockEntry `json:"holders"`
-	Waiters  []LockEntry `json:"waiters"`
-	Revision int64       `json:"revision"`
-}
-
 // StatusResult is the JSON of `step status`.
 type StatusResult struct {
 	report.Header
 	View policy.View `json:"view"`
-	Lock LockStatus  `json:"lock"`
+	// Lock is the lock as lib/lock reads it.
+	Lock lockinfo.Info `json:"lock"`
 	// Rollout is the failure budget, pacing and the admission as this
 	// node would meet it now (docs/rollout.md).
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
