@@ -33,8 +33,8 @@ const (
 // their flags), its empty result, what it needs and what it does.
 type handler struct {
 	need need
-	// newCall makes the step's arguments, with their defaults, and its
-	// result; register adds the arguments' flags to fs (by hand).
+	// newCall makes the step's arguments, with their defaults (their
+	// flags registered on fs, for by hand), and its empty result.
 	newCall func(fs *flag.FlagSet) *stepCall
 }
 
