@@ -412,7 +412,7 @@ func TestByHandConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out testsupport.SyncBuffer
-	var res CycleResult
+	var res protocol.CycleResult
 	err = runStep(context.Background(), []string{protocol.StepCycle}, strings.NewReader(string(stdin)), &out, io.Discard, realWorld())
 	if derr := protocol.DecodeResult([]byte(out.String()), &res); err != nil || derr != nil || res.Outcome != protocol.OutcomeRebooting || res.Node != "node-a" {
 		t.Fatalf("cycle from YAML = %v (%v): %s", err, derr, out.String())

@@ -294,7 +294,7 @@ func emit(stdout io.Writer, res any, hdr *report.Header, err error) error {
 		err = nil
 	}
 	hdr.Settle(err)
-	if c, ok := res.(*CycleResult); ok && err != nil {
+	if c, ok := res.(*protocol.CycleResult); ok && err != nil {
 		code := exitcode.CodeOf(err)
 		if c.Outcome == "" {
 			c.Outcome = protocol.OutcomeBlocked

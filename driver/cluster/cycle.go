@@ -15,47 +15,9 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
-	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
-
-// CycleResult is the JSON of `step cycle`: driver.CycleResult plus what the
-// daemon may show but need not parse.
-type CycleResult struct {
-	protocol.CycleResult
-	// Attempt echoes --attempt.
-	Attempt int `json:"attempt"`
-	// SlotKey is the reboot slot this node holds after the step (set only
-	// with outcome rebooting).
-	SlotKey string `json:"slot_key,omitempty"`
-	// Policy is the built-in policies' verdict on the fresh view.
-	Policy *policy.Decision `json:"policy,omitempty"`
-	// Gate summarises the under-lock health check.
-	Gate *GateSummary `json:"gate,omitempty"`
-	// Present lists the nodes counted against max_holders at the last count
-	// (a name twice when two machines share it).
-	Present []string `json:"present,omitempty"`
-	// MaxHolders is the max_holders that counted: the strictest in the
-	// line, the records and the slots, a percentage resolved.
-	MaxHolders int `json:"max_holders,omitempty"`
-	// Admission is the admission's last verdict (lib/slot): the rule that
-	// said no, or every rule's yes, with the effective rules.
-	Admission *slot.Verdict `json:"admission,omitempty"`
-	// Reboot is what lib/reboot did (or, in a dry run, would have done).
-	Reboot *reboot.Result `json:"reboot,omitempty"`
-	// AbortHooks are the abort hooks run after an aborted reboot, in order.
-	AbortHooks []AbortHookRun `json:"abort_hooks,omitempty"`
-}
-
-// GateSummary is the health gate's result without the captured output.
-type GateSummary struct {
-	Phase      string `json:"phase"`
-	Healthy    bool   `json:"healthy"`
-	ExitStatus int    `json:"exit_status"`
-	TimedOut   bool   `json:"timed_out"`
-	DurationMS int64  `json:"duration_ms"`
-	Reason     string `json:"reason"`
-}
 
 // LockLostDetail is the detail of a cycle that stopped because its lock seat
 // was gone.
@@ -67,7 +29,7 @@ type cycleRun struct {
 	// ctx ends on SIGTERM; uctx also ends when the lock is lost.
 	ctx, uctx context.Context
 	held      *lock.Held
-	res       *CycleResult
+	res       *protocol.CycleResult
 	log       *slog.Logger
 	// fleet is this node's side of the reboot slots (lib/slot); count is
 	// the last count, which the slot transaction is guarded by.
@@ -106,7 +68,7 @@ func (c *cycleRun) doing(running string) {
 }
 
 // cycle acquires the lock and runs everything under it (docs/cluster-protocol.md).
-func (s *session) cycle(ctx context.Context, a protocol.CycleArgs, res *CycleResult) error {
+func (s *session) cycle(ctx context.Context, a protocol.CycleArgs, res *protocol.CycleResult) error {
 	res.Attempt = a.Attempt
 	log := s.log.With("attempt", a.Attempt)
 	bootID, machineID, err := s.w.ids()
@@ -260,7 +222,7 @@ func (c *cycleRun) alive() error {
 // checks runs the node-local checks under the lock (LocalChecks: the kill
 // switch file, the windows, the detectors, the health gate) on behalf of
 // the admission, which has just admitted on count c.
-func (c *cycleRun) checks(ctx context.Context, n slot.Count, v slot.Verdict) error {
+func (c *cycleRun) checks(ctx context.Context, n slot.Count, v slotinfo.Verdict) error {
 	view := n.View
 	c.res.View = &view
 	c.requested = n.Request

@@ -9,15 +9,6 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
 
-// AbortHookRun is one abort hook's result in the cycle's JSON.
-type AbortHookRun struct {
-	Name       string `json:"name"`
-	OK         bool   `json:"ok"`
-	DurationMS int64  `json:"duration_ms"`
-	// Detail says how it failed (empty when OK).
-	Detail string `json:"detail,omitempty"`
-}
-
 // hookName is a hook's label: its name, or field[i].
 func hookName(h config.Hook, field string, i int) string {
 	if h.Name != "" {
@@ -44,7 +35,7 @@ func (c *cycleRun) abortHooks() {
 		name := hookName(h, "abort_hooks", i)
 		timeout := h.Timeout()
 		pr := c.w.runner.Run(actx, proc.Spec{Argv: h.Cmd, Env: env, Dir: "/", Timeout: timeout})
-		run := AbortHookRun{Name: name, OK: pr.OK(), DurationMS: pr.Duration.Milliseconds()}
+		run := protocol.AbortHookRun{Name: name, OK: pr.OK(), DurationMS: pr.Duration.Milliseconds()}
 		if !run.OK {
 			run.Detail = pr.Describe(timeout)
 			c.log.Error("abort hook failed; what the pre-reboot hooks did may not be undone: undo it by hand", "event", "abort_hook_failed",

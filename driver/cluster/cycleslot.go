@@ -11,6 +11,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // RuleReason is the daemon's reason token for a rule of the admission
@@ -48,7 +49,7 @@ func (c *cycleRun) admit() error {
 	a := slot.Admission{Fleet: c.fleet, Seat: c.held, Wait: !c.noWait, DryRun: c.cfg.DryRun, Recount: c.w.recheck,
 		Recheck: c.checks,
 		Prepare: c.prepareSlot,
-		OnWait: func(v slot.Verdict) {
+		OnWait: func(v slotinfo.Verdict) {
 			c.res.Present, c.res.MaxHolders = c.countOf(v)
 			if key := v.Rule + "\x00" + v.Reason; key != lastWait {
 				// Once, and again only when what it waits for changed (not
@@ -80,7 +81,7 @@ func (c *cycleRun) admit() error {
 	if out.Halted {
 		c.notifyHalted(out.Verdict)
 	}
-	var refusal *slot.Refusal
+	var refusal *slotinfo.Refusal
 	switch {
 	case err == nil && out.Held == nil:
 		return c.dryRun()
@@ -115,11 +116,11 @@ func (c *cycleRun) admit() error {
 }
 
 // countOf is the members counted and the effective max_holders of a verdict.
-func (c *cycleRun) countOf(v slot.Verdict) ([]string, int) {
+func (c *cycleRun) countOf(v slotinfo.Verdict) ([]string, int) {
 	return c.count.Nodes(), v.Rules.MaxHolders
 }
 
-func stampOrEmpty(v slot.Verdict) string {
+func stampOrEmpty(v slotinfo.Verdict) string {
 	if v.Until.IsZero() {
 		return ""
 	}
@@ -149,7 +150,7 @@ func (c *cycleRun) prepareSlot(_ context.Context, l slot.Leases) error {
 
 // notifyHalted sends rollout_halted: this node's admission recorded the
 // halt, so it alone sends it.
-func (c *cycleRun) notifyHalted(v slot.Verdict) {
+func (c *cycleRun) notifyHalted(v slotinfo.Verdict) {
 	c.log.Error(v.Reason, "event", "rollout_halted", "reason", protocol.ReasonHalted, "failures", len(v.Failures))
 	c.notify(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: protocol.ReasonHalted, Detail: v.Reason})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // failure records a failure of this node against the rollout's failure
@@ -37,7 +38,7 @@ func (s *session) failure(ctx context.Context, a protocol.FailureArgs, res *prot
 func (s *session) recordFailure(ctx context.Context, kind, detail, id string, res *protocol.FailureResult) error {
 	rctx, cancel := context.WithTimeout(ctx, 3*s.rpc)
 	defer cancel()
-	f := slot.Failure{Node: s.cfg.NodeName, Group: s.cfg.Group, Wave: s.cfg.Rollout.Wave, Kind: kind, Detail: detail, At: s.w.now().UTC()}
+	f := slotinfo.Failure{Node: s.cfg.NodeName, Group: s.cfg.Group, Wave: s.cfg.Rollout.Wave, Kind: kind, Detail: detail, At: s.w.now().UTC()}
 	recorded, err := slot.RecordFailure(rctx, s.client, s.ns, f, id, s.cfg.Rollout.FailureWindowSec)
 	if err != nil {
 		return s.etcdErr(ctx, "recording the failure under "+slot.FailuresDir(s.ns), err)
@@ -85,7 +86,7 @@ func PostRebootOverdue(ctx context.Context, client *clientv3.Client, cfg config.
 	if timeout <= 0 || now.Sub(since) < timeout {
 		return
 	}
-	f := slot.Failure{Node: cfg.NodeName, Group: cfg.Group, Wave: cfg.Rollout.Wave, Kind: slot.FailurePostReboot, At: now.UTC(),
+	f := slotinfo.Failure{Node: cfg.NodeName, Group: cfg.Group, Wave: cfg.Rollout.Wave, Kind: slot.FailurePostReboot, At: now.UTC(),
 		Detail: fmt.Sprintf("back since its reboot at %s, but its post-reboot checks kept failing for longer than rollout.post_reboot_timeout_sec (%d s)",
 			since.UTC().Format(time.RFC3339), cfg.Rollout.PostRebootTimeoutSec)}
 	recorded, err := slot.RecordFailure(ctx, client, cfg.Namespace(), f, strings.TrimSpace(cl.Lease)+"-post_reboot", cfg.Rollout.FailureWindowSec)

@@ -40,7 +40,7 @@ type LocalChecks struct {
 type LocalResult struct {
 	Reason string
 	Err    error
-	Gate   *GateSummary
+	Gate   *protocol.GateSummary
 }
 
 func (l LocalChecks) doing(s string) {
@@ -72,7 +72,7 @@ func (l LocalChecks) Check(ctx context.Context, request *policy.Override, cluste
 	l.doing(protocol.RunningHealthScript)
 	gr := gate.Run(ctx, l.Runner, cfg.HealthScript, gate.Timeout(cfg), gc)
 	l.doing(protocol.RunningNothing)
-	res := LocalResult{Gate: &GateSummary{Phase: gr.Phase, Healthy: gr.Healthy, ExitStatus: gr.ExitStatus, TimedOut: gr.TimedOut, DurationMS: gr.DurationMS, Reason: gr.Reason}}
+	res := LocalResult{Gate: &protocol.GateSummary{Phase: gr.Phase, Healthy: gr.Healthy, ExitStatus: gr.ExitStatus, TimedOut: gr.TimedOut, DurationMS: gr.DurationMS, Reason: gr.Reason}}
 	if err := gr.Err(); err != nil {
 		res.Reason, res.Err = protocol.ReasonHealth, err
 	}

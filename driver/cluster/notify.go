@@ -71,7 +71,7 @@ func (s *session) notifyAfter(ctx context.Context, step string, pa protocol.Publ
 	}
 	n := NotificationsOf(rep)
 	switch r := res.(type) {
-	case *CycleResult:
+	case *protocol.CycleResult:
 		r.Notifications = n
 	case *protocol.PublishResult:
 		r.Notifications = n

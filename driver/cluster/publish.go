@@ -23,6 +23,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
@@ -394,7 +395,7 @@ func (s *session) rolloutStatus(ctx context.Context) (*protocol.RolloutStatus, e
 	return ro, nil
 }
 
-func failuresOf(fs []slot.Failure) []protocol.RolloutFailure {
+func failuresOf(fs []slotinfo.Failure) []protocol.RolloutFailure {
 	out := make([]protocol.RolloutFailure, 0, len(fs))
 	for _, x := range fs {
 		out = append(out, protocol.RolloutFailure{Node: x.Node, Group: x.Group, Wave: x.Wave, Kind: x.Kind, Detail: x.Detail, At: x.At})

@@ -75,11 +75,11 @@ var steps = map[string]handler{
 		func(ctx context.Context, s *session, a protocol.PublishArgs, r *protocol.PublishResult) error {
 			return s.publish(ctx, a, r)
 		}),
-	protocol.StepCycle: step(needEtcd, (*protocol.CycleArgs).Register, func() (*CycleResult, *report.Header) {
-		r := &CycleResult{}
+	protocol.StepCycle: step(needEtcd, (*protocol.CycleArgs).Register, func() (*protocol.CycleResult, *report.Header) {
+		r := &protocol.CycleResult{}
 		r.Outcome = protocol.OutcomeBlocked
 		return r, &r.Header
-	}, func(ctx context.Context, s *session, a protocol.CycleArgs, r *CycleResult) error {
+	}, func(ctx context.Context, s *session, a protocol.CycleArgs, r *protocol.CycleResult) error {
 		return s.cycle(ctx, a, r)
 	}),
 	protocol.StepComplete: step(needEtcd, (*protocol.CompleteArgs).Register, result(func(r *protocol.CompleteResult) *report.Header { return &r.Header }),

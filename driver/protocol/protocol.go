@@ -24,7 +24,9 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // ChildTool is the program the daemon runs for its cluster steps.
@@ -367,7 +369,10 @@ type PublishResult struct {
 	Notifications *Notifications `json:"notifications,omitempty"`
 }
 
-// CycleResult is the JSON of `step cycle`.
+// CycleResult is the JSON of `step cycle`, one type on both sides: the
+// daemon acts on the outcome, reason, detail, stop point, silences and
+// notifications; the rest (the admission's verdict, the gate, the reboot)
+// it shows as it came, in `run --once` and `simulate`.
 type CycleResult struct {
 	report.Header
 	// Outcome is rebooting, dry_run or blocked.
@@ -391,6 +396,47 @@ type CycleResult struct {
 	Silences *SilenceReport `json:"silences,omitempty"`
 	// Notifications are the notifications this step sent (or failed to).
 	Notifications *Notifications `json:"notifications,omitempty"`
+	// Attempt echoes the arguments' attempt.
+	Attempt int `json:"attempt"`
+	// SlotKey is the reboot slot this node holds after the step (set only
+	// with outcome rebooting).
+	SlotKey string `json:"slot_key,omitempty"`
+	// Policy is the built-in policies' verdict on the fresh view.
+	Policy *policy.Decision `json:"policy,omitempty"`
+	// Gate summarises the under-lock health check.
+	Gate *GateSummary `json:"gate,omitempty"`
+	// Present lists the nodes counted against max_holders at the last count
+	// (a name twice when two machines share it).
+	Present []string `json:"present,omitempty"`
+	// MaxHolders is the max_holders that counted: the strictest in the
+	// line, the records and the slots, a percentage resolved.
+	MaxHolders int `json:"max_holders,omitempty"`
+	// Admission is the admission's last verdict (lib/slot): the rule that
+	// said no, or every rule's yes, with the effective rules.
+	Admission *slotinfo.Verdict `json:"admission,omitempty"`
+	// Reboot is what lib/reboot did (or, in a dry run, would have done).
+	Reboot *reboot.Result `json:"reboot,omitempty"`
+	// AbortHooks are the abort hooks run after an aborted reboot, in order.
+	AbortHooks []AbortHookRun `json:"abort_hooks,omitempty"`
+}
+
+// GateSummary is the health gate's result without the captured output.
+type GateSummary struct {
+	Phase      string `json:"phase"`
+	Healthy    bool   `json:"healthy"`
+	ExitStatus int    `json:"exit_status"`
+	TimedOut   bool   `json:"timed_out"`
+	DurationMS int64  `json:"duration_ms"`
+	Reason     string `json:"reason"`
+}
+
+// AbortHookRun is one abort hook's result in the cycle's JSON.
+type AbortHookRun struct {
+	Name       string `json:"name"`
+	OK         bool   `json:"ok"`
+	DurationMS int64  `json:"duration_ms"`
+	// Detail says how it failed (empty when OK).
+	Detail string `json:"detail,omitempty"`
 }
 
 // What a cycle child was running under the lock when it was stopped

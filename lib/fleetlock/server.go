@@ -16,6 +16,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/slotnotify"
 	"github.com/clusterrebootd/clusterrebootd/lib/window"
 )
@@ -159,7 +160,7 @@ func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error
 		}
 	}()
 	a := slot.Admission{Fleet: f, Seat: held, Renewal: renewal, TicketTTL: s.ticketTTL(),
-		Recheck: func(context.Context, slot.Count, slot.Verdict) error { return s.window(lg) }}
+		Recheck: func(context.Context, slot.Count, slotinfo.Verdict) error { return s.window(lg) }}
 	out, err := a.Admit(ctx)
 	if out.Halted {
 		s.notifyHalted(ctx, out.Verdict)
@@ -216,7 +217,7 @@ func (s *Server) refusal(err error, id, group string, f slot.Fleet) error {
 	if errors.As(err, &fe) {
 		return fe
 	}
-	var r *slot.Refusal
+	var r *slotinfo.Refusal
 	if errors.As(err, &r) {
 		kind, status := ruleKind(r.Rule), http.StatusLocked
 		switch {
@@ -411,7 +412,7 @@ func (s *Server) SteadyState(ctx context.Context, id, group string) (Result, err
 
 // notifyHalted sends rollout_halted: this server's admission recorded the
 // halt, so it alone sends it.
-func (s *Server) notifyHalted(ctx context.Context, v slot.Verdict) {
+func (s *Server) notifyHalted(ctx context.Context, v slotinfo.Verdict) {
 	s.Log.Error(v.Reason, "event", "rollout_halted", "failures", len(v.Failures))
 	snd := slotnotify.NewSender(s.Config, strings.TrimSuffix(s.Config.LockKey, "/"), s.now, s.Log)
 	if !snd.Wants(config.NotifyRolloutHalted) {

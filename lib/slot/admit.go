@@ -12,6 +12,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // Admission is one entry point's way to its reboot slot: the one function
@@ -28,7 +29,7 @@ type Admission struct {
 	// Recheck runs the node-local rules (windows, detectors, the under-lock
 	// gate) once a count admits, and again after every wait, before the
 	// slot is taken on a fresh count; nil: none.
-	Recheck func(ctx context.Context, c Count, v Verdict) error
+	Recheck func(ctx context.Context, c Count, v slotinfo.Verdict) error
 	// Prepare records the leases before the slot exists (the claim in
 	// state_dir), so that whatever follows, the lease that can delete it is
 	// known. An error stops before the take.
@@ -44,7 +45,7 @@ type Admission struct {
 	// place outlives the request it asked in); else it is on the seat's.
 	TicketTTL time.Duration
 	// OnWait is told of every verdict the admission waits on.
-	OnWait func(Verdict)
+	OnWait func(slotinfo.Verdict)
 	// Recount bounds each wait without an event (default lock.Recheck).
 	Recount time.Duration
 }
@@ -60,7 +61,7 @@ type Leases struct {
 // slot when one was taken.
 type Outcome struct {
 	Count   Count
-	Verdict Verdict
+	Verdict slotinfo.Verdict
 	Held    *Held
 	// Halted: this admission recorded the halt (it alone sends
 	// rollout_halted).
@@ -208,7 +209,7 @@ func (f Fleet) revoke(l Leases) {
 // transaction that succeeds only while the seat is this node's and nothing
 // the count decided on changed: no slot, no rollout record, not the pause
 // and not this node's hold.
-func (a *Admission) take(ctx context.Context, c Count, v Verdict) (*Held, error) {
+func (a *Admission) take(ctx context.Context, c Count, v slotinfo.Verdict) (*Held, error) {
 	f := a.Fleet
 	if f.BootID == "" {
 		return nil, exitcode.Errorf(exitcode.RebootFailed, "slot: this machine's boot id is unknown; a slot without it could not be told apart from another machine's")
@@ -236,7 +237,7 @@ func (a *Admission) take(ctx context.Context, c Count, v Verdict) (*Held, error)
 		in.FencingToken = a.Seat.FencingToken()
 	}
 	ival, _ := json.Marshal(in)
-	mark, _ := json.Marshal(Mark{Node: f.Node, Group: f.Group, Wave: f.Wave, Since: now})
+	mark, _ := json.Marshal(slotinfo.Mark{Node: f.Node, Group: f.Group, Wave: f.Wave, Since: now})
 	next := c.Revision + 1
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(Dir(f.NS)), "<", next).WithPrefix(),
@@ -304,7 +305,7 @@ func (a *Admission) take(ctx context.Context, c Count, v Verdict) (*Held, error)
 
 // halt records the halt, only where there is none yet; it reports whether
 // this call wrote it (then this node alone notifies).
-func (f Fleet) halt(ctx context.Context, c Count, v Verdict) bool {
+func (f Fleet) halt(ctx context.Context, c Count, v slotinfo.Verdict) bool {
 	h := Halt{V: policy.ProtocolVersion, Reason: HaltReason(v.Failures, v.Rules), Scope: v.Rules.FailureScope, Failures: v.Failures, Since: f.now().UTC(), By: f.Node}
 	if h.Scope == "group" {
 		h.Group = f.Group
@@ -321,7 +322,7 @@ func (f Fleet) halt(ctx context.Context, c Count, v Verdict) bool {
 // (the fleet's, or a FleetLock client's group's), and while it waits on the
 // pacing after it; it gives the place up otherwise (best effort: a ticket
 // left behind ends with its lease).
-func (a *Admission) ticket(ctx context.Context, c Count, v Verdict) {
+func (a *Admission) ticket(ctx context.Context, c Count, v slotinfo.Verdict) {
 	f := a.Fleet
 	mine := c.ticketOf(f.Node)
 	if mine != nil && !v.Ticket && v.Wait && (v.Rule == RuleMinInterval || v.Rule == RuleRate) {
@@ -418,7 +419,7 @@ func (f Fleet) Dequeue(ctx context.Context) error {
 
 // Until is when the marks a paced node waits for end: the earliest end of
 // their leases, as etcd times them (zero when it cannot tell).
-func (f Fleet) Until(ctx context.Context, marks []Mark) time.Time {
+func (f Fleet) Until(ctx context.Context, marks []slotinfo.Mark) time.Time {
 	var earliest time.Time
 	for _, m := range marks {
 		if m.Lease == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
@@ -64,10 +65,10 @@ func (r *rig) mustAdmit(f Fleet) *Held {
 }
 
 // refused asserts the admission says no by rule.
-func (r *rig) refused(f Fleet, rule string) Verdict {
+func (r *rig) refused(f Fleet, rule string) slotinfo.Verdict {
 	r.t.Helper()
 	out, err := r.admit(f)
-	var ref *Refusal
+	var ref *slotinfo.Refusal
 	if !errors.As(err, &ref) || ref.Rule != rule {
 		r.t.Fatalf("%s: admission = %v (held %v), want refused by %s", f.Node, err, out.Held != nil, rule)
 	}
@@ -426,7 +427,7 @@ func TestFleetBudgetIsFair(t *testing.T) {
 	}
 	// c asks first now that there is room: b waited longer.
 	out, err := ac.Admit(ctx)
-	var ref *Refusal
+	var ref *slotinfo.Refusal
 	if !errors.As(err, &ref) || ref.Rule != RuleMaxTotal || !strings.Contains(ref.Reason, "b (group g2)") {
 		t.Fatalf("c: %v (held %v), want to wait behind b", err, out.Held != nil)
 	}
@@ -540,7 +541,7 @@ func TestGroupLineHasFleetLockClients(t *testing.T) {
 	s2 := seat(d2)
 	a2 := Admission{Fleet: d2, Seat: s2, Wait: true}
 	_, err = a2.Admit(ctx)
-	var ref *Refusal
+	var ref *slotinfo.Refusal
 	if !errors.As(err, &ref) || ref.Rule != RuleMaxHolders || ref.Wait || !ref.Yield || !strings.Contains(ref.Reason, "z1 (since") {
 		t.Fatalf("d2: %v (%+v), want refused behind z1 without waiting", err, ref)
 	}
@@ -578,7 +579,7 @@ func TestFleetLineYieldsTheSeat(t *testing.T) {
 	defer func() { _ = h.Release(ctx) }()
 	ad := Admission{Fleet: d, Seat: h, Wait: true}
 	_, err = ad.Admit(ctx)
-	var ref *Refusal
+	var ref *slotinfo.Refusal
 	if !errors.As(err, &ref) || ref.Rule != RuleMaxTotal || ref.Wait || !ref.Yield || !strings.Contains(ref.Reason, "need this node's lock seat") {
 		t.Fatalf("d1: %v, want refused without waiting, the seat given up for z1", err)
 	}

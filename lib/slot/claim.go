@@ -17,6 +17,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // ClaimFile is where, in state_dir, a node records the slot it took: it
@@ -217,7 +218,7 @@ func (x Completion) records(ctx context.Context, node, group string, wave int, s
 	at := x.now().UTC()
 	if x.WaveBakeSec > 0 {
 		if g, err := x.Client.Grant(ctx, int64(max(x.WaveBakeSec, 2))); err == nil {
-			mark, _ := json.Marshal(Mark{Node: node, Group: group, Wave: wave, Since: at})
+			mark, _ := json.Marshal(slotinfo.Mark{Node: node, Group: group, Wave: wave, Since: at})
 			ops = append(ops, clientv3.OpPut(WaveDoneDir(x.NS)+node, string(mark), clientv3.WithLease(g.ID)))
 			leases = append(leases, g.ID)
 		}
@@ -281,7 +282,7 @@ func (x Completion) convert(ctx context.Context, node string, ours func(*mvccpb.
 		return err
 	}
 	back := x.now().UTC()
-	f := Failure{Node: node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: in.Since.Add(time.Duration(in.TTLSec) * time.Second), By: node, Recorded: true,
+	f := slotinfo.Failure{Node: node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: in.Since.Add(time.Duration(in.TTLSec) * time.Second), By: node, Recorded: true,
 		Detail: fmt.Sprintf("it came back at %s, after its reboot slot (taken %s, reboot_slot_ttl_sec %d) had run out", stamp(back), stamp(in.Since), in.TTLSec)}
 	val, _ := json.Marshal(f)
 	window := int64(max(x.FailureWindowSec, 60))
@@ -321,7 +322,7 @@ func Keep(ctx context.Context, c *clientv3.Client, cl Claim) (ttl int64, err err
 // RecordFailure records one failure of node (its kind and detail), once
 // per id: a failure already recorded under the id is left as it is. It
 // counts against the failure budget for windowSec.
-func RecordFailure(ctx context.Context, c *clientv3.Client, ns string, f Failure, id string, windowSec int) (recorded bool, err error) {
+func RecordFailure(ctx context.Context, c *clientv3.Client, ns string, f slotinfo.Failure, id string, windowSec int) (recorded bool, err error) {
 	f.Recorded = true
 	if f.By == "" {
 		f.By = f.Node

@@ -9,6 +9,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // The rules of the admission, in the order Decide applies them
@@ -33,78 +34,12 @@ func Rules() []string {
 		RuleMaxHolders, RuleMaxTotal, RuleMinInterval, RuleRate}
 }
 
-// Verdict is the admission's answer to one count.
-type Verdict struct {
-	// Admit: every rule allows the slot now.
-	Admit bool `json:"admit"`
-	// Wait, when not admitted: the rule will allow it later without anyone
-	// acting (a slot freed, a pacing record's lease ended); else the rule
-	// refuses until something changes (an operator, a lower wave, health).
-	Wait bool `json:"wait,omitempty"`
-	// Yield, when not admitted: FleetLock clients that asked first need
-	// the lock seat this node holds to take their turn; the node gives the
-	// seat up and asks again later (a daemon on its next cycle, a pipeline
-	// after a pause, within its --timeout).
-	Yield bool `json:"yield,omitempty"`
-	// Rule is the rule that said no, Reason one line saying why and what
-	// lets it go on.
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Code is the exit code of a refusal.
-	Code exitcode.Code `json:"-"`
-	// Rules are the effective rules: this entry point's and the live
-	// records' and slots', the strictest of each, percentages resolved.
-	Rules policy.Effective `json:"rules"`
-	// GroupNodes and FleetNodes are the node counts the percentages were
-	// resolved against.
-	GroupNodes int `json:"group_nodes"`
-	FleetNodes int `json:"fleet_nodes"`
-	// Policy is the built-in policies' decision on the count's view.
-	Policy *policy.Decision `json:"policy,omitempty"`
-	// Failures are the failures counted against the budget.
-	Failures []Failure `json:"failures,omitempty"`
-	// HaltNew: the budget is spent and no halt is recorded yet: the
-	// admission records it.
-	HaltNew bool `json:"-"`
-	// Ticket: this node waits for a budget and keeps a ticket of
-	// TicketKind (TicketFleet, TicketGroup).
-	Ticket     bool   `json:"-"`
-	TicketKind string `json:"-"`
-	// Marks are the pacing records a paced node waits for (Until from
-	// their leases).
-	Marks []Mark `json:"-"`
-	// Until is when the wait ends by itself (zero: on the next change).
-	Until time.Time `json:"until,omitzero"`
-}
-
-// Refusal is a verdict that is not an admission, as an error: its Rule,
-// and the error with the exit code (exitcode.CodeOf finds it).
-type Refusal struct {
-	Verdict
-	err error
-}
-
-func (r *Refusal) Error() string { return r.err.Error() }
-func (r *Refusal) Unwrap() error { return r.err }
-
-// Err is the verdict as an error (nil when admitted).
-func (v Verdict) Err() error {
-	if v.Admit {
-		return nil
-	}
-	code := v.Code
-	if code == 0 {
-		code = exitcode.HealthBlocked
-	}
-	return &Refusal{Verdict: v, err: exitcode.Errorf(code, "%s", v.Reason)}
-}
-
-func refuse(v Verdict, rule string, code exitcode.Code, format string, args ...any) Verdict {
+func refuse(v slotinfo.Verdict, rule string, code exitcode.Code, format string, args ...any) slotinfo.Verdict {
 	v.Rule, v.Code, v.Reason = rule, code, fmt.Sprintf(format, args...)
 	return v
 }
 
-func wait(v Verdict, rule, format string, args ...any) Verdict {
+func wait(v slotinfo.Verdict, rule, format string, args ...any) slotinfo.Verdict {
 	v.Wait = true
 	return refuse(v, rule, exitcode.HealthBlocked, format, args...)
 }
@@ -112,8 +47,8 @@ func wait(v Verdict, rule, format string, args ...any) Verdict {
 // Decide applies every rule to the count, in the order of Rules(): the
 // first that says no decides. It is a pure function of the count, this
 // node's Fleet and its clock.
-func (f Fleet) Decide(c Count) Verdict {
-	v := Verdict{}
+func (f Fleet) Decide(c Count) slotinfo.Verdict {
+	v := slotinfo.Verdict{}
 	v.GroupNodes, v.FleetNodes = f.scopes(c)
 	v.Rules = f.effective(c, v.GroupNodes, v.FleetNodes)
 	if c.Problem != nil {
@@ -285,7 +220,7 @@ func (f Fleet) mineConflict(c Count) string {
 
 // halted is the failure budget: a recorded halt, or failures in the window
 // that reach max_failures, in this node's scope.
-func (f Fleet) halted(c Count, v Verdict) Verdict {
+func (f Fleet) halted(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	e := v.Rules
 	r := c.Rollout
 	v.Failures = f.Failures(c, e)
@@ -301,7 +236,7 @@ func (f Fleet) halted(c Count, v Verdict) Verdict {
 
 // HaltReason is the halt's one line: the budget and every failed node with
 // its kind.
-func HaltReason(fs []Failure, e policy.Effective) string {
+func HaltReason(fs []slotinfo.Failure, e policy.Effective) string {
 	parts := make([]string, 0, len(fs))
 	for _, x := range fs {
 		parts = append(parts, fmt.Sprintf("%s (%s: %s)", x.Node, x.Kind, x.Detail))
@@ -316,14 +251,14 @@ func HaltReason(fs []Failure, e policy.Effective) string {
 // Failures are the failures counting against this node's budget: failure
 // records and in-flight records without their slot, created after the
 // last resume, of this node's scope, one per node (the first).
-func (f Fleet) Failures(c Count, e policy.Effective) []Failure {
+func (f Fleet) Failures(c Count, e policy.Effective) []slotinfo.Failure {
 	ackRev := int64(0)
 	if c.Rollout.Ack != nil {
 		ackRev = c.Rollout.Ack.Revision
 	}
 	all := failuresAfter(c, ackRev)
 	seen := map[string]bool{}
-	out := []Failure{}
+	out := []slotinfo.Failure{}
 	for _, x := range all {
 		if seen[x.Node] || (e.FailureScope == config.ScopeGroup && x.Group != f.Group) {
 			continue
@@ -338,11 +273,11 @@ func (f Fleet) Failures(c Count, e policy.Effective) []Failure {
 // scope, acknowledged by a resume or not, oldest first: what happened
 // within the failure window (each record lives that long), for
 // `clusterrebootd report`. The budget counts Failures.
-func FailuresInWindow(c Count) []Failure { return failuresAfter(c, 0) }
+func FailuresInWindow(c Count) []slotinfo.Failure { return failuresAfter(c, 0) }
 
 // failuresAfter are the failure records and the in-flight records without
 // their slot created after revision ackRev, oldest first.
-func failuresAfter(c Count, ackRev int64) []Failure {
+func failuresAfter(c Count, ackRev int64) []slotinfo.Failure {
 	slots := map[string]int64{}
 	for _, s := range c.Slots {
 		slots[s.Node] = s.Lease
@@ -351,7 +286,7 @@ func failuresAfter(c Count, ackRev int64) []Failure {
 	for _, r := range c.View.Nodes {
 		live[r.Node] = r.BootID
 	}
-	var all []Failure
+	var all []slotinfo.Failure
 	for _, x := range c.Rollout.Failures {
 		if x.CreateRevision > ackRev {
 			all = append(all, x)
@@ -368,7 +303,7 @@ func failuresAfter(c Count, ackRev int64) []Failure {
 			continue // its node never went down: its own daemon decides
 		}
 		at := in.Since.Add(time.Duration(in.TTLSec) * time.Second)
-		all = append(all, Failure{Node: in.Node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: at, Key: in.Key, CreateRevision: in.CreateRevision,
+		all = append(all, slotinfo.Failure{Node: in.Node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: at, Key: in.Key, CreateRevision: in.CreateRevision,
 			Detail: fmt.Sprintf("its reboot slot (taken %s by the %s, reboot_slot_ttl_sec %d) ran out before it completed", stamp(in.Since), orUnknown(in.Via), in.TTLSec)})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].CreateRevision < all[j].CreateRevision })
@@ -377,7 +312,7 @@ func failuresAfter(c Count, ackRev int64) []Failure {
 
 // waves: a node of wave k waits for every lower wave (docs/rollout.md,
 // "Waves and canaries").
-func (f Fleet) waves(c Count, v Verdict) Verdict {
+func (f Fleet) waves(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	if f.Wave == 0 {
 		return v
 	}
@@ -434,7 +369,7 @@ func (f Fleet) waves(c Count, v Verdict) Verdict {
 // daemon or pipeline that finds room only for the FleetLock clients that
 // asked before it joined the line is refused, gives up its seat and asks
 // again on its next cycle (docs/fleetlock.md, "Fairness inside a group").
-func (f Fleet) groupBudget(c Count, v Verdict) Verdict {
+func (f Fleet) groupBudget(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	limit := v.Rules.MaxHolders
 	free := limit - (len(c.Members) - 1)
 	fleetlock := f.Via == ViaFleetLock
@@ -486,7 +421,7 @@ func (c Count) ticketOf(node string) *Ticket {
 
 // fleetBudget is max_holders_total, with the fleet's line: the nodes that
 // waited for it longer go first.
-func (f Fleet) fleetBudget(c Count, v Verdict) Verdict {
+func (f Fleet) fleetBudget(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	limit := v.Rules.MaxTotal
 	if limit == 0 {
 		return v
@@ -528,7 +463,7 @@ func (f Fleet) fleetBudget(c Count, v Verdict) Verdict {
 
 // pacing is min_interval_sec per group and max_starts_per_hour for the
 // fleet, both timed by the leases of their records.
-func (f Fleet) pacing(c Count, v Verdict) Verdict {
+func (f Fleet) pacing(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	if v.Rules.MinIntervalSec > 0 {
 		for _, m := range c.Rollout.Paced {
 			if m.Group == f.Group {

@@ -2,6 +2,7 @@ package slot
 
 import (
 	"fmt"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"sort"
 	"time"
 )
@@ -44,7 +45,7 @@ type GroupPlan struct {
 
 // Estimate is the rollout's estimate from count c, this node's verdict v on
 // it (Decide) and the nodes' progress (Progress(c)), at f's clock.
-func (f Fleet) Estimate(c Count, v Verdict, nodes []NodeProgress) Estimate {
+func (f Fleet) Estimate(c Count, v slotinfo.Verdict, nodes []NodeProgress) Estimate {
 	now := f.now().UTC()
 	e := Estimate{MaxTotal: v.Rules.MaxTotal, MaxStartsPerHour: v.Rules.MaxStartsPerHour, WaveBakeSec: v.Rules.WaveBakeSec}
 	var durations []time.Duration

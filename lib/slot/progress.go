@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // Where a node is in the rollout (docs/rollout.md, "Seeing the rollout"):
@@ -46,7 +47,7 @@ type NodeProgress struct {
 	Hold   *policy.Override
 	// Failures are its failures within the failure window, acknowledged
 	// by a resume or not (FailuresInWindow), oldest first.
-	Failures []Failure
+	Failures []slotinfo.Failure
 }
 
 // Progress is every node the count knows (health records, slots,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // handCount is a count of f built by hand (no etcd): the records, slots
@@ -65,7 +66,7 @@ func TestProgressAndTally(t *testing.T) {
 			// g is known only by its completion (a pipeline node).
 			{Node: "g", Group: "", Wave: 0, At: now.Add(-3 * time.Hour)},
 		},
-		Failures: []Failure{{Node: "lost", Group: "db", Wave: 1, Kind: FailurePostReboot, CreateRevision: 3},
+		Failures: []slotinfo.Failure{{Node: "lost", Group: "db", Wave: 1, Kind: FailurePostReboot, CreateRevision: 3},
 			{Node: "e", Group: "db", Wave: 1, Kind: FailureRebootCommand, CreateRevision: 4}},
 		// h's slot ran out before it completed: a failure seen, not recorded.
 		Inflight: []Inflight{{Node: "h", Group: "", Lease: "99", BootID: "boot-h", Since: now.Add(-time.Hour), TTLSec: 60, CreateRevision: 5}},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -103,33 +104,15 @@ func FailureKinds() []string {
 	return []string{FailureSlotExpired, FailurePostReboot, FailureRebootCommand, FailureRebootLoop}
 }
 
-// Failure is one failure: recorded (a failure record), or seen (an
-// in-flight record without its slot).
-type Failure struct {
-	Node   string    `json:"node"`
-	Group  string    `json:"group"`
-	Wave   int       `json:"wave,omitempty"`
-	Kind   string    `json:"kind"`
-	Detail string    `json:"detail"`
-	At     time.Time `json:"at"`
-	// By is who recorded it ("" for one seen, not recorded).
-	By string `json:"by,omitempty"`
-	// Key and CreateRevision are the record as read; Recorded is false for
-	// a failure seen from an in-flight record.
-	Key            string `json:"key,omitempty"`
-	CreateRevision int64  `json:"-"`
-	Recorded       bool   `json:"recorded"`
-}
-
 // Halt is HaltKey's value: the budget was spent.
 type Halt struct {
-	Reason   string    `json:"reason"`
-	Scope    string    `json:"scope"`
-	Group    string    `json:"group,omitempty"`
-	Failures []Failure `json:"failures"`
-	Since    time.Time `json:"since"`
-	By       string    `json:"by"`
-	V        int       `json:"v"`
+	Reason   string             `json:"reason"`
+	Scope    string             `json:"scope"`
+	Group    string             `json:"group,omitempty"`
+	Failures []slotinfo.Failure `json:"failures"`
+	Since    time.Time          `json:"since"`
+	By       string             `json:"by"`
+	V        int                `json:"v"`
 }
 
 // Ack is AckKey's value: an operator resumed the rollout; failures created
@@ -139,17 +122,6 @@ type Ack struct {
 	Reason   string    `json:"reason"`
 	Since    time.Time `json:"since"`
 	Revision int64     `json:"revision"`
-}
-
-// Mark is a pacing, start or wave-completion record: its lease times it.
-type Mark struct {
-	Node  string    `json:"node"`
-	Group string    `json:"group"`
-	Wave  int       `json:"wave,omitempty"`
-	Since time.Time `json:"since"`
-	// Key and Lease are the record as read.
-	Key   string `json:"-"`
-	Lease int64  `json:"-"`
 }
 
 // Ticket is a node's place in the fleet's line (QueueDir), or a FleetLock
@@ -197,15 +169,15 @@ func (d Done) Measured() bool { return !d.Since.IsZero() && !d.At.IsZero() && !d
 // Rollout is everything under <ns>rollout/ at one revision.
 type Rollout struct {
 	Inflight []Inflight
-	Failures []Failure
+	Failures []slotinfo.Failure
 	Halt     *Halt
 	// HaltUnreadable is set when the halt key holds no readable value: it
 	// still halts.
 	HaltUnreadable bool
 	Ack            *Ack
-	Paced          []Mark
-	Starts         []Mark
-	WaveDone       []Mark
+	Paced          []slotinfo.Mark
+	Starts         []slotinfo.Mark
+	WaveDone       []slotinfo.Mark
 	// Done are the completions within the failure window, one per node.
 	Done []Done
 }
@@ -234,9 +206,9 @@ func parseRollout(ns string, kvs []*mvccpb.KeyValue) Rollout {
 		case strings.HasPrefix(key, InflightDir(ns)):
 			r.Inflight = append(r.Inflight, ParseInflight(ns, kv))
 		case strings.HasPrefix(key, FailuresDir(ns)):
-			var f Failure
+			var f slotinfo.Failure
 			if json.Unmarshal(kv.Value, &f) != nil {
-				f = Failure{Kind: "unreadable", Detail: "a failure record that cannot be read"}
+				f = slotinfo.Failure{Kind: "unreadable", Detail: "a failure record that cannot be read"}
 			}
 			node, _, _ := strings.Cut(strings.TrimPrefix(key, FailuresDir(ns)), "/")
 			f.Node, f.Key, f.CreateRevision, f.Recorded = node, key, kv.CreateRevision, true
@@ -272,8 +244,8 @@ func ParseInflight(ns string, kv *mvccpb.KeyValue) Inflight {
 	return in
 }
 
-func parseMark(key, dir string, kv *mvccpb.KeyValue) Mark {
-	var m Mark
+func parseMark(key, dir string, kv *mvccpb.KeyValue) slotinfo.Mark {
+	var m slotinfo.Mark
 	// An unreadable mark keeps its key's node and the zero group and wave:
 	// it paces the ungrouped fleet and holds back every later wave.
 	_ = json.Unmarshal(kv.Value, &m)

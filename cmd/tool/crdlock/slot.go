@@ -22,6 +22,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // rebootSlot is `crd-lock hold --reboot-slot`: the seat becomes this node's
@@ -69,7 +70,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	local := cluster.LocalChecks{Cfg: cfg, Runner: proc.Exec{}, Now: time.Now, Log: logger}
 	var lastWait string
 	a := slot.Admission{Fleet: r.fleet, Seat: held, Wait: true,
-		Recheck: func(ctx context.Context, n slot.Count, v slot.Verdict) error {
+		Recheck: func(ctx context.Context, n slot.Count, v slotinfo.Verdict) error {
 			size := 0
 			if v.Policy != nil {
 				size = v.Policy.ClusterSize
@@ -80,7 +81,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 			return nil
 		},
 		Prepare: r.prepare(held),
-		OnWait: func(v slot.Verdict) {
+		OnWait: func(v slotinfo.Verdict) {
 			if key := v.Rule + "\x00" + v.Reason; key != lastWait {
 				logger.Info("keeping the seat and waiting: "+v.Reason, "rule", v.Rule, "max_holders", v.Rules.MaxHolders)
 				lastWait = key
@@ -95,7 +96,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	if len(out.Count.Disagree) > 0 {
 		logger.Warn("the nodes of this lock disagree on max_holders; the strictest counts", "seen", fmt.Sprint(out.Count.Disagree), "effective", out.Verdict.Rules.MaxHolders)
 	}
-	var refusal *slot.Refusal
+	var refusal *slotinfo.Refusal
 	switch {
 	case err == nil:
 		r.held = out.Held
