@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/metrics"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
@@ -99,5 +100,13 @@ func (m *Metrics) SetState(state string) {
 			v = 1
 		}
 		m.State.Set(v, s)
+	}
+}
+
+// touchNotifyMetrics shows every event at 0 in both series.
+func (m *Metrics) touchNotifyMetrics() {
+	for _, e := range config.NotifyEvents() {
+		m.NotifySent.Touch(e)
+		m.NotifyFailed.Touch(e)
 	}
 }

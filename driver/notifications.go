@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
@@ -19,14 +18,6 @@ func (d *Driver) countNotifications(n *protocol.Notifications) {
 	}
 	for _, f := range n.Failed {
 		d.metrics.NotifyFailed.Inc(f.Event)
-	}
-}
-
-// touchNotifyMetrics shows every event at 0 in both series.
-func (m *Metrics) touchNotifyMetrics() {
-	for _, e := range config.NotifyEvents() {
-		m.NotifySent.Touch(e)
-		m.NotifyFailed.Touch(e)
 	}
 }
 
