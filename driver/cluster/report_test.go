@@ -9,6 +9,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
@@ -53,7 +54,7 @@ func TestStatusProgressAndReport(t *testing.T) {
 		t.Fatalf("cycle = %d %s", o.code, o.stdout)
 	}
 	ro := statusOf(t, a)
-	if len(ro.Progress) != 1 || ro.Progress[0] != (protocol.RolloutProgress{Nodes: 1, Down: 1}) {
+	if len(ro.Progress) != 1 || ro.Progress[0] != (slotinfo.GroupProgress{Nodes: 1, Down: 1}) {
 		t.Fatalf("progress %+v, want node-a down", ro.Progress)
 	}
 	if ro.ETA.At != nil || !strings.Contains(ro.ETA.Unknown, "no reboot duration measured") || ro.ETA.Remaining != 1 || ro.ETA.Down != 1 {
@@ -69,12 +70,12 @@ func TestStatusProgressAndReport(t *testing.T) {
 	b.publishAs(t, nil, protocol.PublishArgs{State: policy.StateBlocked, RebootRequired: true, Detail: "window: closed, opens 02:00", RequiredSince: time.Now().Add(-time.Hour)})
 	c.publishAs(t, nil, protocol.PublishArgs{State: policy.StateNeedsReboot, RebootRequired: true})
 	ro = statusOf(t, a)
-	want := []protocol.RolloutProgress{{Wave: 0, Nodes: 2, NeedReboot: 1, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 1, NeedReboot: 1}}
+	want := []slotinfo.GroupProgress{{Wave: 0, Nodes: 2, NeedReboot: 1, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 1, NeedReboot: 1}}
 	if len(ro.Progress) != 2 || ro.Progress[0] != want[0] || ro.Progress[1] != want[1] {
 		t.Fatalf("progress %+v, want %+v", ro.Progress, want)
 	}
 	e := ro.ETA
-	if e.At == nil || e.Unknown != "" || e.Samples != 1 || e.Remaining != 2 || len(e.Groups) != 2 || e.Groups[1] != (protocol.RolloutGroupPlan{Group: "db", Remaining: 1, MaxHolders: 1}) || e.Ignores == "" {
+	if e.At == nil || e.Unknown != "" || e.Samples != 1 || e.Remaining != 2 || len(e.Groups) != 2 || e.Groups[1] != (slotinfo.GroupPlan{Group: "db", Remaining: 1, MaxHolders: 1}) || e.Ignores == "" {
 		t.Fatalf("eta %+v: want an estimate from 1 sample for 2 reboots in 2 groups", e)
 	}
 	// node-c waits for wave 0 (node-b): two reboots one after the other.

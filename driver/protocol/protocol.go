@@ -596,26 +596,9 @@ type RolloutStatus struct {
 	Next RolloutNext `json:"next"`
 	// Progress counts the nodes per wave and group (docs/rollout.md,
 	// "Seeing the rollout").
-	Progress []RolloutProgress `json:"progress"`
+	Progress []slotinfo.GroupProgress `json:"progress"`
 	// ETA is the estimate of the rollout's end, with its inputs.
 	ETA RolloutETA `json:"eta"`
-}
-
-// RolloutProgress counts one wave's nodes of one group: NeedReboot (a live
-// record says a reboot is needed, no slot held; Waiting included), Waiting
-// (of those, queued for the lock or blocked), Down (a slot held), Done (a
-// reboot completed within the failure window and none needed now), Failed
-// (a failure within the failure window, acknowledged or not). Nodes counts
-// them all, the nodes up to date and those without a live record too.
-type RolloutProgress struct {
-	Wave       int    `json:"wave"`
-	Group      string `json:"group"`
-	Nodes      int    `json:"nodes"`
-	NeedReboot int    `json:"need_reboot"`
-	Waiting    int    `json:"waiting"`
-	Down       int    `json:"down"`
-	Done       int    `json:"done"`
-	Failed     int    `json:"failed"`
 }
 
 // ETAIgnores says what the rollout's estimate does not know about.
@@ -640,20 +623,12 @@ type RolloutETA struct {
 	Samples        int   `json:"samples"`
 	// Groups are each group's reboots left and its effective max_holders
 	// and min_interval_sec; the fleet's rules follow (0: none).
-	Groups           []RolloutGroupPlan `json:"groups"`
-	MaxTotal         int                `json:"max_holders_total"`
-	MaxStartsPerHour int                `json:"max_starts_per_hour"`
-	WaveBakeSec      int                `json:"wave_bake_sec"`
+	Groups           []slotinfo.GroupPlan `json:"groups"`
+	MaxTotal         int                  `json:"max_holders_total"`
+	MaxStartsPerHour int                  `json:"max_starts_per_hour"`
+	WaveBakeSec      int                  `json:"wave_bake_sec"`
 	// Ignores is ETAIgnores.
 	Ignores string `json:"ignores"`
-}
-
-// RolloutGroupPlan is one group's part of the estimate.
-type RolloutGroupPlan struct {
-	Group          string `json:"group"`
-	Remaining      int    `json:"remaining"`
-	MaxHolders     int    `json:"max_holders"`
-	MinIntervalSec int    `json:"min_interval_sec"`
 }
 
 // ReportResult is the JSON of `step report`: one row per node the cluster

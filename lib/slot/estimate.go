@@ -2,9 +2,10 @@ package slot
 
 import (
 	"fmt"
-	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"sort"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // Estimate is when the rollout may be done: the remaining reboots replayed
@@ -29,18 +30,10 @@ type Estimate struct {
 	Reboot  time.Duration
 	Samples int
 	// Groups are the rules of each group with reboots left, sorted.
-	Groups []GroupPlan
+	Groups []slotinfo.GroupPlan
 	// MaxTotal, MaxStartsPerHour and WaveBakeSec are the fleet's rules
 	// (0: none).
 	MaxTotal, MaxStartsPerHour, WaveBakeSec int
-}
-
-// GroupPlan is one group's remaining reboots and the rules that pace them.
-type GroupPlan struct {
-	Group          string `json:"group"`
-	Remaining      int    `json:"remaining"`
-	MaxHolders     int    `json:"max_holders"`
-	MinIntervalSec int    `json:"min_interval_sec"`
 }
 
 // Estimate is the rollout's estimate from count c, this node's verdict v on
@@ -87,7 +80,7 @@ func (f Fleet) Estimate(c Count, v slotinfo.Verdict, nodes []NodeProgress) Estim
 	}
 	for g, n := range remaining {
 		r, _ := f.RulesFor(c, g)
-		e.Groups = append(e.Groups, GroupPlan{Group: g, Remaining: n, MaxHolders: r.MaxHolders, MinIntervalSec: r.MinIntervalSec})
+		e.Groups = append(e.Groups, slotinfo.GroupPlan{Group: g, Remaining: n, MaxHolders: r.MaxHolders, MinIntervalSec: r.MinIntervalSec})
 		p.groups[g] = groupRule{max: r.MaxHolders, interval: time.Duration(r.MinIntervalSec) * time.Second}
 	}
 	sort.Slice(e.Groups, func(i, j int) bool { return e.Groups[i].Group < e.Groups[j].Group })

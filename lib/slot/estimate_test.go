@@ -8,6 +8,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // The replay's arithmetic: each case is worked out by hand in its name,
@@ -176,7 +177,7 @@ func TestEstimate(t *testing.T) {
 			if e.Reboot != 10*time.Minute || e.Samples != 3 || e.Remaining != 4 || e.Held != 1 || e.Down != 0 {
 				t.Errorf("inputs %+v: want the median 10m of 3, 4 remaining, 1 held", e)
 			}
-			want := []GroupPlan{{Group: "", Remaining: 1, MaxHolders: 1}, {Group: "db", Remaining: 3, MaxHolders: 2}}
+			want := []slotinfo.GroupPlan{{Group: "", Remaining: 1, MaxHolders: 1}, {Group: "db", Remaining: 3, MaxHolders: 2}}
 			if len(e.Groups) != 2 || e.Groups[0] != want[0] || e.Groups[1] != want[1] {
 				t.Errorf("groups %+v, want %+v", e.Groups, want)
 			}

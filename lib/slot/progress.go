@@ -114,33 +114,18 @@ func progressOf(p NodeProgress) string {
 	return ProgressUnknown
 }
 
-// GroupProgress counts the nodes of one wave of one group. NeedReboot
-// includes Waiting; NeedReboot, Down, Done and the nodes up to date or
-// unknown make up Nodes; Failed counts the nodes with a failure within the
-// failure window, whatever their progress.
-type GroupProgress struct {
-	Wave       int    `json:"wave"`
-	Group      string `json:"group"`
-	Nodes      int    `json:"nodes"`
-	NeedReboot int    `json:"need_reboot"`
-	Waiting    int    `json:"waiting"`
-	Down       int    `json:"down"`
-	Done       int    `json:"done"`
-	Failed     int    `json:"failed"`
-}
-
 // Tally counts nodes per wave and group, sorted by wave, then group.
-func Tally(nodes []NodeProgress) []GroupProgress {
+func Tally(nodes []NodeProgress) []slotinfo.GroupProgress {
 	type key struct {
 		wave  int
 		group string
 	}
-	by := map[key]*GroupProgress{}
+	by := map[key]*slotinfo.GroupProgress{}
 	for _, n := range nodes {
 		k := key{n.Wave, n.Group}
 		g := by[k]
 		if g == nil {
-			g = &GroupProgress{Wave: n.Wave, Group: n.Group}
+			g = &slotinfo.GroupProgress{Wave: n.Wave, Group: n.Group}
 			by[k] = g
 		}
 		g.Nodes++
@@ -159,7 +144,7 @@ func Tally(nodes []NodeProgress) []GroupProgress {
 			g.Failed++
 		}
 	}
-	out := make([]GroupProgress, 0, len(by))
+	out := make([]slotinfo.GroupProgress, 0, len(by))
 	for _, g := range by {
 		out = append(out, *g)
 	}

@@ -101,7 +101,7 @@ func TestProgressAndTally(t *testing.T) {
 			}
 		}
 	}
-	wantTally := []GroupProgress{
+	wantTally := []slotinfo.GroupProgress{
 		{Wave: 0, Group: "", Nodes: 4, NeedReboot: 1, Done: 1, Failed: 1},
 		{Wave: 1, Group: "db", Nodes: 6, NeedReboot: 3, Waiting: 3, Down: 1, Done: 1, Failed: 2},
 	}

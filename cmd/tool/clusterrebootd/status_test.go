@@ -12,6 +12,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // A history that cannot be read (a user without access to state_dir, here a
@@ -59,9 +60,9 @@ func TestStatusRolloutText(t *testing.T) {
 	readAt := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := readAt.Add(80 * time.Minute)
 	ro := &protocol.RolloutStatus{
-		Progress: []protocol.RolloutProgress{{Wave: 0, Nodes: 3, NeedReboot: 2, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 2, Down: 1, Failed: 1}},
+		Progress: []slotinfo.GroupProgress{{Wave: 0, Nodes: 3, NeedReboot: 2, Waiting: 1, Done: 1}, {Wave: 1, Group: "db", Nodes: 2, Down: 1, Failed: 1}},
 		ETA: protocol.RolloutETA{At: &at, Remaining: 3, Down: 1, Held: 1, MedianRebootMS: 600000, Samples: 3, MaxTotal: 2, WaveBakeSec: 1800, Ignores: protocol.ETAIgnores,
-			Groups: []protocol.RolloutGroupPlan{{Group: "", Remaining: 2, MaxHolders: 1}, {Group: "db", Remaining: 1, MaxHolders: 2, MinIntervalSec: 900}}},
+			Groups: []slotinfo.GroupPlan{{Group: "", Remaining: 2, MaxHolders: 1}, {Group: "db", Remaining: 1, MaxHolders: 2, MinIntervalSec: 900}}},
 	}
 	var b bytes.Buffer
 	rolloutText(&b, ro, &policy.View{ReadAt: readAt})

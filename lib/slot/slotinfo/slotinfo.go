@@ -1,7 +1,9 @@
 // Package slotinfo is what lib/slot's admission answers and reads, without
-// etcd code: its Verdict (Refusal as an error), the rollout's failures and
-// its pacing marks. The daemon, which links no etcd code, decodes them from
-// its cycle step's result (driver/protocol's CycleResult).
+// etcd code: its Verdict (Refusal as an error), the rollout's failures, its
+// pacing marks, and the rollout's progress per wave and group and its
+// groups' plans. The daemon, which links no etcd code, decodes them from
+// its cycle and status steps' results (driver/protocol's CycleResult and
+// RolloutStatus).
 package slotinfo
 
 import (
@@ -104,4 +106,27 @@ type Mark struct {
 	// Key and Lease are the record as read.
 	Key   string `json:"-"`
 	Lease int64  `json:"-"`
+}
+
+// GroupProgress counts the nodes of one wave of one group. NeedReboot
+// includes Waiting; NeedReboot, Down, Done and the nodes up to date or
+// unknown make up Nodes; Failed counts the nodes with a failure within the
+// failure window, whatever their progress.
+type GroupProgress struct {
+	Wave       int    `json:"wave"`
+	Group      string `json:"group"`
+	Nodes      int    `json:"nodes"`
+	NeedReboot int    `json:"need_reboot"`
+	Waiting    int    `json:"waiting"`
+	Down       int    `json:"down"`
+	Done       int    `json:"done"`
+	Failed     int    `json:"failed"`
+}
+
+// GroupPlan is one group's remaining reboots and the rules that pace them.
+type GroupPlan struct {
+	Group          string `json:"group"`
+	Remaining      int    `json:"remaining"`
+	MaxHolders     int    `json:"max_holders"`
+	MinIntervalSec int    `json:"min_interval_sec"`
 }
