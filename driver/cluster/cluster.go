@@ -263,13 +263,16 @@ func readInput(stdin io.Reader, name string, n need, byHand bool) (input, error)
 	dec.DisallowUnknownFields()
 	var req protocol.Request
 	if err := dec.Decode(&req); err != nil {
-		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step %s: stdin is neither a step request (%v) nor a YAML configuration: by hand, pass the configuration as YAML (< /etc/clusterrebootd/config.yaml)", name, err)
-	}
-	if err := req.Check(name); err != nil {
-		return input{req: &req}, err
+		return input{}, exitcode.Errorf(exitcode.Config, "crd-lock step %s: stdin is neither a step request (%v) nor a YAML configuration: by hand, pass the configuration as YAML in block style (< /etc/clusterrebootd/config.yaml)", name, err)
 	}
 	if req.Config == nil {
+		if err := req.Check(name); err != nil {
+			return input{req: &req}, err
+		}
 		return input{req: &req}, exitcode.Errorf(exitcode.Internal, "crd-lock step %s: the request on stdin carries no configuration", name)
+	}
+	if err := req.Check(name); err != nil {
+		return input{req: &req, cfg: req.Config}, err
 	}
 	return input{req: &req, cfg: req.Config}, nil
 }
