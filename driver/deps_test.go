@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -32,7 +33,7 @@ func TestRealDeps(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.NodeName = "node-a"
-	cfg.Detectors = []config.Detector{{Type: "file", Path: "/run/reboot-required"}}
+	cfg.Detectors = []detectspec.Detector{{Type: "file", Path: "/run/reboot-required"}}
 	if rep := d.Detect.Detect(context.Background(), cfg); rep.Err != nil || rep.RebootRequired {
 		t.Errorf("detect %+v", rep)
 	}

@@ -8,6 +8,8 @@ package config
 import (
 	"strings"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 )
 
 // DefaultPath is where the packages install the configuration.
@@ -15,14 +17,14 @@ const DefaultPath = "/etc/clusterrebootd/config.yaml"
 
 // Config is the whole configuration file.
 type Config struct {
-	NodeName                 string     `yaml:"node_name" json:"node_name"`
-	Detectors                []Detector `yaml:"reboot_required_detectors" json:"reboot_required_detectors"`
-	HealthScript             string     `yaml:"health_script" json:"health_script"`
-	HealthTimeoutSec         int        `yaml:"health_timeout_sec" json:"health_timeout_sec"`
-	HealthPublishIntervalSec int        `yaml:"health_publish_interval_sec" json:"health_publish_interval_sec"`
-	CheckIntervalSec         int        `yaml:"check_interval_sec" json:"check_interval_sec"`
-	BackoffMinSec            int        `yaml:"backoff_min_sec" json:"backoff_min_sec"`
-	BackoffMaxSec            int        `yaml:"backoff_max_sec" json:"backoff_max_sec"`
+	NodeName                 string                `yaml:"node_name" json:"node_name"`
+	Detectors                []detectspec.Detector `yaml:"reboot_required_detectors" json:"reboot_required_detectors"`
+	HealthScript             string                `yaml:"health_script" json:"health_script"`
+	HealthTimeoutSec         int                   `yaml:"health_timeout_sec" json:"health_timeout_sec"`
+	HealthPublishIntervalSec int                   `yaml:"health_publish_interval_sec" json:"health_publish_interval_sec"`
+	CheckIntervalSec         int                   `yaml:"check_interval_sec" json:"check_interval_sec"`
+	BackoffMinSec            int                   `yaml:"backoff_min_sec" json:"backoff_min_sec"`
+	BackoffMaxSec            int                   `yaml:"backoff_max_sec" json:"backoff_max_sec"`
 
 	LockKey    string `yaml:"lock_key" json:"lock_key"`
 	LockTTLSec int    `yaml:"lock_ttl_sec" json:"lock_ttl_sec"`
@@ -183,27 +185,6 @@ type FleetLockGroup struct {
 	Windows *Windows `yaml:"windows" json:"windows"`
 }
 
-// Detector is one entry of reboot_required_detectors.
-type Detector struct {
-	// Type is file, command, auto, kernel or max_uptime.
-	Type string `yaml:"type" json:"type"`
-	// Name labels the detector in output; default derived from type and path/cmd.
-	Name string `yaml:"name" json:"name"`
-	// Path is the marker file for type file.
-	Path string `yaml:"path" json:"path"`
-	// Cmd is argv for type command, run without a shell.
-	Cmd []string `yaml:"cmd" json:"cmd"`
-	// SuccessExitCodes mean "reboot needed" (default [1]).
-	SuccessExitCodes []int `yaml:"success_exit_codes" json:"success_exit_codes"`
-	// NotNeededExitCodes mean "no reboot needed" (default [0]).
-	NotNeededExitCodes []int `yaml:"not_needed_exit_codes" json:"not_needed_exit_codes"`
-	// TimeoutSec bounds a command detector (default 30).
-	TimeoutSec int `yaml:"timeout_sec" json:"timeout_sec"`
-	// Days is, for type max_uptime, the uptime in days beyond which a
-	// reboot is needed.
-	Days int `yaml:"days" json:"days"`
-}
-
 // TLS configures mutual TLS towards etcd.
 type TLS struct {
 	Enabled  bool   `yaml:"enabled" json:"enabled"`
@@ -283,7 +264,7 @@ const (
 // says otherwise. NodeName stays empty: callers fill in the hostname.
 func Default() Config {
 	return Config{
-		Detectors:                []Detector{{Type: "auto"}},
+		Detectors:                []detectspec.Detector{{Type: "auto"}},
 		HealthTimeoutSec:         30,
 		HealthPublishIntervalSec: 60,
 		CheckIntervalSec:         60,

@@ -112,7 +112,7 @@ func TestJSONNamesAreTheYAMLNames(t *testing.T) {
 		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map {
 			typ = typ.Elem()
 		}
-		if typ.Kind() != reflect.Struct || seen[typ] || typ.PkgPath() != reflect.TypeOf(Config{}).PkgPath() {
+		if typ.Kind() != reflect.Struct || seen[typ] || !strings.HasPrefix(typ.PkgPath(), "github.com/clusterrebootd/clusterrebootd/") {
 			return
 		}
 		if reflect.PointerTo(typ).Implements(reflect.TypeFor[json.Unmarshaler]()) {

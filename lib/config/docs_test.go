@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"gopkg.in/yaml.v3"
 
 	"os"
@@ -48,7 +49,7 @@ func TestEveryFieldDocumented(t *testing.T) {
 			t.Errorf("packaging/config.yaml does not mention %s", p)
 		}
 	}
-	for _, p := range yamlPaths(reflect.TypeOf(Detector{}), "") {
+	for _, p := range yamlPaths(reflect.TypeOf(detectspec.Detector{}), "") {
 		if !strings.Contains(string(ref), "`"+p+"`") {
 			t.Errorf("docs/configuration.md does not document detector key `%s`", p)
 		}

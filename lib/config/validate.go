@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 )
 
@@ -316,7 +317,7 @@ func (v *validator) check() {
 }
 
 func (v *validator) detectors() {
-	for _, p := range DetectorProblems(v.cfg.Detectors) {
+	for _, p := range detectspec.Problems(v.cfg.Detectors) {
 		v.bad(p.Field, "%s", p.Message)
 	}
 }

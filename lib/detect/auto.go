@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 )
 
 // Families the auto preset knows.
@@ -108,12 +110,12 @@ type auto struct {
 }
 
 func (a *auto) Name() string { return a.name }
-func (a *auto) Type() string { return TypeAuto }
+func (a *auto) Type() string { return detectspec.TypeAuto }
 
 func (a *auto) Detect(ctx context.Context) Result {
 	start := time.Now()
 	r := a.check(ctx)
-	r.Name, r.Type = a.name, TypeAuto
+	r.Name, r.Type = a.name, detectspec.TypeAuto
 	r.DurationMS = since(start)
 	return r
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -128,7 +128,7 @@ func TestAutoDetector(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fr := &fakeRunner{answers: tt.answers}
-			ds, err := New([]config.Detector{{Type: "auto"}}, Env{Root: testsupport.Tree(t, tt.files), Runner: fr})
+			ds, err := New([]detectspec.Detector{{Type: "auto"}}, Env{Root: testsupport.Tree(t, tt.files), Runner: fr})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
 
@@ -32,7 +32,7 @@ type commandDetector struct {
 	env       Env
 }
 
-func newCommand(s config.Detector, env Env) Detector {
+func newCommand(s detectspec.Detector, env Env) Detector {
 	needed, notNeeded := s.ExitCodes()
 	return &commandDetector{
 		name:      s.Label(),
@@ -45,12 +45,12 @@ func newCommand(s config.Detector, env Env) Detector {
 }
 
 func (c *commandDetector) Name() string { return c.name }
-func (c *commandDetector) Type() string { return TypeCommand }
+func (c *commandDetector) Type() string { return detectspec.TypeCommand }
 
 func (c *commandDetector) Detect(ctx context.Context) Result {
 	start := time.Now()
 	r := c.run(ctx)
-	r.Name, r.Type = c.name, TypeCommand
+	r.Name, r.Type = c.name, detectspec.TypeCommand
 	r.DurationMS = since(start)
 	return r
 }

@@ -8,37 +8,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
 
 func TestCommandDetectorFake(t *testing.T) {
 	tests := []struct {
 		name         string
-		spec         config.Detector
+		spec         detectspec.Detector
 		res          proc.Result
 		wantRequired bool
 		wantDetail   string
 		wantErr      string
 	}{
-		{"default needed 1", config.Detector{}, proc.Result{ExitCode: 1, Stdout: "Reboot is required\nto fully utilize these updates.\n"}, true, "exited 1 (reboot needed): Reboot is required to fully utilize these updates.", ""},
-		{"default not needed 0", config.Detector{}, proc.Result{ExitCode: 0}, false, "exited 0 (no reboot needed)", ""},
-		{"declared codes", config.Detector{SuccessExitCodes: []int{102}, NotNeededExitCodes: []int{0, 100}}, proc.Result{ExitCode: 102}, true, "exited 102", ""},
-		{"declared not needed", config.Detector{SuccessExitCodes: []int{102}, NotNeededExitCodes: []int{0, 100}}, proc.Result{ExitCode: 100}, false, "exited 100 (no reboot needed)", ""},
-		{"undeclared code", config.Detector{}, proc.Result{ExitCode: 2, Stderr: "boom"}, false, "", "exited 2, which is in neither success_exit_codes [1] (needed) nor not_needed_exit_codes [0]; fix the command or declare the code; output: boom"},
-		{"wrapper says not found", config.Detector{}, proc.Result{ExitCode: 127}, false, "", "exited 127: a program it runs was not found"},
-		{"wrapper says not executable", config.Detector{}, proc.Result{ExitCode: 126}, false, "", "exited 126"},
-		{"not found", config.Detector{}, proc.Result{ExitCode: -1, StartErr: errors.New("exec: not found")}, false, "", "cannot start"},
-		{"timed out", config.Detector{TimeoutSec: 7}, proc.Result{ExitCode: -1, TimedOut: true, Signal: "SIGTERM"}, false, "", "timed out after 7s"},
-		{"canceled", config.Detector{}, proc.Result{ExitCode: -1, Canceled: true}, false, "", "interrupted"},
-		{"signal", config.Detector{}, proc.Result{ExitCode: -1, Signal: "SIGKILL"}, false, "", "killed by signal SIGKILL"},
+		{"default needed 1", detectspec.Detector{}, proc.Result{ExitCode: 1, Stdout: "Reboot is required\nto fully utilize these updates.\n"}, true, "exited 1 (reboot needed): Reboot is required to fully utilize these updates.", ""},
+		{"default not needed 0", detectspec.Detector{}, proc.Result{ExitCode: 0}, false, "exited 0 (no reboot needed)", ""},
+		{"declared codes", detectspec.Detector{SuccessExitCodes: []int{102}, NotNeededExitCodes: []int{0, 100}}, proc.Result{ExitCode: 102}, true, "exited 102", ""},
+		{"declared not needed", detectspec.Detector{SuccessExitCodes: []int{102}, NotNeededExitCodes: []int{0, 100}}, proc.Result{ExitCode: 100}, false, "exited 100 (no reboot needed)", ""},
+		{"undeclared code", detectspec.Detector{}, proc.Result{ExitCode: 2, Stderr: "boom"}, false, "", "exited 2, which is in neither success_exit_codes [1] (needed) nor not_needed_exit_codes [0]; fix the command or declare the code; output: boom"},
+		{"wrapper says not found", detectspec.Detector{}, proc.Result{ExitCode: 127}, false, "", "exited 127: a program it runs was not found"},
+		{"wrapper says not executable", detectspec.Detector{}, proc.Result{ExitCode: 126}, false, "", "exited 126"},
+		{"not found", detectspec.Detector{}, proc.Result{ExitCode: -1, StartErr: errors.New("exec: not found")}, false, "", "cannot start"},
+		{"timed out", detectspec.Detector{TimeoutSec: 7}, proc.Result{ExitCode: -1, TimedOut: true, Signal: "SIGTERM"}, false, "", "timed out after 7s"},
+		{"canceled", detectspec.Detector{}, proc.Result{ExitCode: -1, Canceled: true}, false, "", "interrupted"},
+		{"signal", detectspec.Detector{}, proc.Result{ExitCode: -1, Signal: "SIGKILL"}, false, "", "killed by signal SIGKILL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fr := &fakeRunner{answers: map[string]proc.Result{"/usr/bin/check -r": tt.res}}
 			spec := tt.spec
 			spec.Type, spec.Cmd = "command", []string{"/usr/bin/check", "-r"}
-			ds, err := New([]config.Detector{spec}, Env{Runner: fr})
+			ds, err := New([]detectspec.Detector{spec}, Env{Runner: fr})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestCommandDetectorReal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ds, err := New([]config.Detector{{Type: "command", Cmd: tt.cmd, TimeoutSec: tt.timeoutSec}}, Env{})
+			ds, err := New([]detectspec.Detector{{Type: "command", Cmd: tt.cmd, TimeoutSec: tt.timeoutSec}}, Env{})
 			if err != nil {
 				t.Fatal(err)
 			}

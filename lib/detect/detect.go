@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
@@ -32,19 +32,6 @@ const DefaultTimeout = 30 * time.Second
 
 // CommandPath is the PATH every command detector runs with.
 const CommandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// AnyName is a reserved detector name (config.DetectorAnyName).
-const AnyName = config.DetectorAnyName
-
-// Types of detectors, as written in the type field of reboot_required_detectors.
-const (
-	TypeFile    = "file"
-	TypeCommand = "command"
-	TypeAuto    = "auto"
-	TypeKernel  = "kernel"
-	// TypeMaxUptime is needed when the node has been up more than days days.
-	TypeMaxUptime = "max_uptime"
-)
 
 // Env is the world detectors look at.
 type Env struct {
@@ -117,8 +104,8 @@ func RebootRequired(ctx context.Context, d Detector) (bool, error) {
 // New builds detectors from their configuration. Unknown types, missing
 // fields or contradictory exit codes are configuration errors (exit code 2),
 // found here once rather than at every check.
-func New(specs []config.Detector, env Env) ([]Detector, error) {
-	if ps := config.DetectorProblems(specs); len(ps) > 0 {
+func New(specs []detectspec.Detector, env Env) ([]Detector, error) {
+	if ps := detectspec.Problems(specs); len(ps) > 0 {
 		return nil, exitcode.New(exitcode.Config, errors.New(ps[0].String()))
 	}
 	ds := make([]Detector, 0, len(specs))
@@ -140,15 +127,15 @@ func New(specs []config.Detector, env Env) ([]Detector, error) {
 
 // newOne builds one detector of a configuration config.DetectorProblems
 // found nothing wrong with.
-func newOne(s config.Detector, env Env) Detector {
+func newOne(s detectspec.Detector, env Env) Detector {
 	switch s.Type {
-	case TypeFile:
+	case detectspec.TypeFile:
 		return newFile(s, env)
-	case TypeCommand:
+	case detectspec.TypeCommand:
 		return newCommand(s, env)
-	case TypeAuto:
+	case detectspec.TypeAuto:
 		return &auto{name: s.Label(), timeout: timeoutOf(s), env: env}
-	case TypeKernel:
+	case detectspec.TypeKernel:
 		return &kernel{name: s.Label(), env: env}
 	}
 	return &uptime{name: s.Label(), days: s.Days, env: env}
@@ -247,7 +234,7 @@ func Check(ctx context.Context, ds []Detector) Report {
 	return rep
 }
 
-func timeoutOf(s config.Detector) time.Duration {
+func timeoutOf(s detectspec.Detector) time.Duration {
 	if s.TimeoutSec > 0 {
 		return time.Duration(s.TimeoutSec) * time.Second
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 )
@@ -14,30 +14,30 @@ import (
 func TestNewRejects(t *testing.T) {
 	tests := []struct {
 		name    string
-		specs   []config.Detector
+		specs   []detectspec.Detector
 		wantErr string
 	}{
 		{"empty list", nil, "reboot_required_detectors: is empty"},
-		{"missing type", []config.Detector{{}}, "reboot_required_detectors[0].type: is missing"},
-		{"unknown type", []config.Detector{{Type: "auto"}, {Type: "magic"}}, `reboot_required_detectors[1].type: "magic" is not a detector type`},
-		{"file without path", []config.Detector{{Type: "file"}}, "reboot_required_detectors[0].path: must be set to an absolute path"},
-		{"file relative path", []config.Detector{{Type: "file", Path: "run/x"}}, `"run/x" is not an absolute path`},
-		{"file with cmd", []config.Detector{{Type: "file", Path: "/x", Cmd: []string{"y"}}}, "type file takes path, not cmd"},
-		{"command without cmd", []config.Detector{{Type: "command"}}, "reboot_required_detectors[0].cmd: a command detector needs cmd"},
-		{"command empty argv0", []config.Detector{{Type: "command", Cmd: []string{""}}}, "needs cmd"},
-		{"command with path", []config.Detector{{Type: "command", Cmd: []string{"x"}, Path: "/y"}}, "type command takes cmd, not path"},
-		{"code out of range", []config.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{256}}}, "success_exit_codes: 256 is not an exit code"},
-		{"negative code", []config.Detector{{Type: "command", Cmd: []string{"x"}, NotNeededExitCodes: []int{-1}}}, "not_needed_exit_codes: -1 is not an exit code"},
-		{"127 declared", []config.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{127}}}, "127 means"},
-		{"126 declared", []config.Detector{{Type: "command", Cmd: []string{"x"}, NotNeededExitCodes: []int{126}}}, "126 means"},
-		{"overlap", []config.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{1, 2}, NotNeededExitCodes: []int{2}}}, "exit code 2 is in both"},
-		{"default overlap", []config.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{0}}}, "exit code 0 is in both"},
-		{"negative timeout", []config.Detector{{Type: "command", Cmd: []string{"x"}, TimeoutSec: -1}}, "timeout_sec: -1 must not be negative"},
-		{"codes on a file", []config.Detector{{Type: "file", Path: "/x", SuccessExitCodes: []int{1}}}, "apply to type command only"},
-		{"auto with path", []config.Detector{{Type: "auto", Path: "/x"}}, "type auto takes neither path nor cmd"},
-		{"kernel with cmd", []config.Detector{{Type: "kernel", Cmd: []string{"x"}}}, "type kernel takes neither path nor cmd"},
-		{"reserved name", []config.Detector{{Type: "auto", Name: "any"}}, `reboot_required_detectors[0].name: "any" is reserved`},
-		{"duplicate names", []config.Detector{{Type: "auto", Name: "a"}, {Type: "kernel", Name: "a"}}, `reboot_required_detectors[1].name: "a" is used by another detector`},
+		{"missing type", []detectspec.Detector{{}}, "reboot_required_detectors[0].type: is missing"},
+		{"unknown type", []detectspec.Detector{{Type: "auto"}, {Type: "magic"}}, `reboot_required_detectors[1].type: "magic" is not a detector type`},
+		{"file without path", []detectspec.Detector{{Type: "file"}}, "reboot_required_detectors[0].path: must be set to an absolute path"},
+		{"file relative path", []detectspec.Detector{{Type: "file", Path: "run/x"}}, `"run/x" is not an absolute path`},
+		{"file with cmd", []detectspec.Detector{{Type: "file", Path: "/x", Cmd: []string{"y"}}}, "type file takes path, not cmd"},
+		{"command without cmd", []detectspec.Detector{{Type: "command"}}, "reboot_required_detectors[0].cmd: a command detector needs cmd"},
+		{"command empty argv0", []detectspec.Detector{{Type: "command", Cmd: []string{""}}}, "needs cmd"},
+		{"command with path", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, Path: "/y"}}, "type command takes cmd, not path"},
+		{"code out of range", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{256}}}, "success_exit_codes: 256 is not an exit code"},
+		{"negative code", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, NotNeededExitCodes: []int{-1}}}, "not_needed_exit_codes: -1 is not an exit code"},
+		{"127 declared", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{127}}}, "127 means"},
+		{"126 declared", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, NotNeededExitCodes: []int{126}}}, "126 means"},
+		{"overlap", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{1, 2}, NotNeededExitCodes: []int{2}}}, "exit code 2 is in both"},
+		{"default overlap", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, SuccessExitCodes: []int{0}}}, "exit code 0 is in both"},
+		{"negative timeout", []detectspec.Detector{{Type: "command", Cmd: []string{"x"}, TimeoutSec: -1}}, "timeout_sec: -1 must not be negative"},
+		{"codes on a file", []detectspec.Detector{{Type: "file", Path: "/x", SuccessExitCodes: []int{1}}}, "apply to type command only"},
+		{"auto with path", []detectspec.Detector{{Type: "auto", Path: "/x"}}, "type auto takes neither path nor cmd"},
+		{"kernel with cmd", []detectspec.Detector{{Type: "kernel", Cmd: []string{"x"}}}, "type kernel takes neither path nor cmd"},
+		{"reserved name", []detectspec.Detector{{Type: "auto", Name: "any"}}, `reboot_required_detectors[0].name: "any" is reserved`},
+		{"duplicate names", []detectspec.Detector{{Type: "auto", Name: "a"}, {Type: "kernel", Name: "a"}}, `reboot_required_detectors[1].name: "a" is used by another detector`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +53,7 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestNewNames(t *testing.T) {
-	ds, err := New([]config.Detector{
+	ds, err := New([]detectspec.Detector{
 		{Type: "auto"}, {Type: "auto"}, {Type: "kernel", Name: "k"},
 		{Type: "file", Path: "/var/run/../run/x"}, {Type: "command", Cmd: []string{"a", "b"}}, {Type: "auto"},
 	}, Env{})
@@ -152,7 +152,7 @@ func TestCheckInterrupted(t *testing.T) {
 
 func TestCheckRealCommandCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	ds, err := New([]config.Detector{{Type: "command", Cmd: []string{"sleep", "30"}}}, Env{Runner: cancelRunner{cancel}})
+	ds, err := New([]detectspec.Detector{{Type: "command", Cmd: []string{"sleep", "30"}}}, Env{Runner: cancelRunner{cancel}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 )
 
 // maxPkgsFile bounds how much of a .pkgs file is read.
@@ -24,18 +24,18 @@ type fileDetector struct {
 	env        Env
 }
 
-func newFile(s config.Detector, env Env) Detector {
+func newFile(s detectspec.Detector, env Env) Detector {
 	// Not path.Clean: ".." after a symlink means what the kernel says.
 	return &fileDetector{name: s.Label(), path: s.Path, env: env}
 }
 
 func (f *fileDetector) Name() string { return f.name }
-func (f *fileDetector) Type() string { return TypeFile }
+func (f *fileDetector) Type() string { return detectspec.TypeFile }
 
 func (f *fileDetector) Detect(ctx context.Context) Result {
 	start := time.Now()
 	r := checkFile(f.env, f.path)
-	r.Name, r.Type = f.name, TypeFile
+	r.Name, r.Type = f.name, detectspec.TypeFile
 	r.DurationMS = since(start)
 	return r
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
@@ -64,7 +64,7 @@ func TestFileDetector(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := Env{Root: testsupport.Tree(t, tt.files)}
-			ds, err := New([]config.Detector{{Type: "file", Path: tt.path}}, env)
+			ds, err := New([]detectspec.Detector{{Type: "file", Path: tt.path}}, env)
 			if err != nil {
 				t.Fatal(err)
 			}

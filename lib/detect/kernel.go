@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 )
 
 // KernelRelease returns the running kernel's release, as `uname -r` prints it.
@@ -37,12 +39,12 @@ type kernel struct {
 }
 
 func (k *kernel) Name() string { return k.name }
-func (k *kernel) Type() string { return TypeKernel }
+func (k *kernel) Type() string { return detectspec.TypeKernel }
 
 func (k *kernel) Detect(ctx context.Context) Result {
 	start := time.Now()
 	r := checkKernel(k.env)
-	r.Name, r.Type = k.name, TypeKernel
+	r.Name, r.Type = k.name, detectspec.TypeKernel
 	r.DurationMS = since(start)
 	return r
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
@@ -72,7 +72,7 @@ func TestKernelDetector(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := Env{Root: testsupport.Tree(t, tt.files), Uname: func() (string, error) { return tt.running, tt.unameErr }}
-			ds, err := New([]config.Detector{{Type: "kernel"}}, env)
+			ds, err := New([]detectspec.Detector{{Type: "kernel"}}, env)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 )
 
 // uptime says a reboot is needed when the node has been up longer than a
@@ -19,11 +21,11 @@ type uptime struct {
 }
 
 func (u *uptime) Name() string { return u.name }
-func (u *uptime) Type() string { return TypeMaxUptime }
+func (u *uptime) Type() string { return detectspec.TypeMaxUptime }
 
 func (u *uptime) Detect(ctx context.Context) Result {
 	start := time.Now()
-	r := Result{Name: u.name, Type: TypeMaxUptime}
+	r := Result{Name: u.name, Type: detectspec.TypeMaxUptime}
 	up, err := u.read()
 	limit := time.Duration(u.days) * 24 * time.Hour
 	switch {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -34,12 +34,12 @@ func TestMaxUptimeDetector(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := testsupport.Tree(t, tt.files)
-			ds, err := New([]config.Detector{{Type: TypeMaxUptime, Days: tt.days}}, Env{Root: root})
+			ds, err := New([]detectspec.Detector{{Type: detectspec.TypeMaxUptime, Days: tt.days}}, Env{Root: root})
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := ds[0].Detect(context.Background())
-			if r.Name != "max_uptime" || r.Type != TypeMaxUptime {
+			if r.Name != "max_uptime" || r.Type != detectspec.TypeMaxUptime {
 				t.Errorf("name %q type %q", r.Name, r.Type)
 			}
 			if tt.wantErr != "" {
@@ -58,20 +58,20 @@ func TestMaxUptimeDetector(t *testing.T) {
 func TestMaxUptimeConfig(t *testing.T) {
 	tests := []struct {
 		name string
-		spec config.Detector
+		spec detectspec.Detector
 		want string
 	}{
-		{"days missing", config.Detector{Type: TypeMaxUptime}, "reboot_required_detectors[0].days: 0 must be from 1 to 3650"},
-		{"days negative", config.Detector{Type: TypeMaxUptime, Days: -1}, "days: -1 must be from 1 to 3650"},
-		{"days too many", config.Detector{Type: TypeMaxUptime, Days: 3651}, "days: 3651 must be from 1 to 3650"},
-		{"with a path", config.Detector{Type: TypeMaxUptime, Days: 30, Path: "/proc/uptime"}, "takes days only"},
-		{"with a timeout", config.Detector{Type: TypeMaxUptime, Days: 30, TimeoutSec: 5}, "takes days only"},
-		{"days on another type", config.Detector{Type: TypeKernel, Days: 30}, "reboot_required_detectors[0].days: applies to type max_uptime only"},
-		{"unknown type lists it", config.Detector{Type: "uptime"}, "use file, command, auto, kernel or max_uptime"},
+		{"days missing", detectspec.Detector{Type: detectspec.TypeMaxUptime}, "reboot_required_detectors[0].days: 0 must be from 1 to 3650"},
+		{"days negative", detectspec.Detector{Type: detectspec.TypeMaxUptime, Days: -1}, "days: -1 must be from 1 to 3650"},
+		{"days too many", detectspec.Detector{Type: detectspec.TypeMaxUptime, Days: 3651}, "days: 3651 must be from 1 to 3650"},
+		{"with a path", detectspec.Detector{Type: detectspec.TypeMaxUptime, Days: 30, Path: "/proc/uptime"}, "takes days only"},
+		{"with a timeout", detectspec.Detector{Type: detectspec.TypeMaxUptime, Days: 30, TimeoutSec: 5}, "takes days only"},
+		{"days on another type", detectspec.Detector{Type: detectspec.TypeKernel, Days: 30}, "reboot_required_detectors[0].days: applies to type max_uptime only"},
+		{"unknown type lists it", detectspec.Detector{Type: "uptime"}, "use file, command, auto, kernel or max_uptime"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New([]config.Detector{tt.spec}, Env{})
+			_, err := New([]detectspec.Detector{tt.spec}, Env{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) || exitcode.CodeOf(err) != exitcode.Config {
 				t.Fatalf("New = %v, want a config error containing %q", err, tt.want)
 			}

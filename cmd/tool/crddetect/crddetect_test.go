@@ -14,6 +14,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
 	dto "github.com/prometheus/client_model/go"
@@ -24,24 +25,24 @@ import (
 func TestParseDetector(t *testing.T) {
 	tests := []struct {
 		spec    string
-		want    config.Detector
+		want    detectspec.Detector
 		wantErr string
 	}{
-		{"auto", config.Detector{Type: "auto"}, ""},
-		{"kernel", config.Detector{Type: "kernel"}, ""},
-		{"file:/run/x", config.Detector{Type: "file", Path: "/run/x"}, ""},
-		{"command:needs-restarting  -r", config.Detector{Type: "command", Cmd: []string{"needs-restarting", "-r"}}, ""},
-		{"command:a:b", config.Detector{Type: "command", Cmd: []string{"a:b"}}, ""},
-		{"kernel:6.1", config.Detector{}, "takes no argument"},
-		{"file:", config.Detector{}, "absolute path"},
-		{"file:run/x", config.Detector{}, "absolute path"},
-		{"command: ", config.Detector{}, "needs a command"},
-		{"", config.Detector{}, "unknown detector"},
-		{"magic:x", config.Detector{}, `unknown detector "magic:x"`},
-		{"max_uptime:30", config.Detector{Type: "max_uptime", Days: 30}, ""},
-		{"max_uptime", config.Detector{}, "needs a number of days"},
-		{"max_uptime:0", config.Detector{}, "needs a number of days"},
-		{"max_uptime:30d", config.Detector{}, "needs a number of days"},
+		{"auto", detectspec.Detector{Type: "auto"}, ""},
+		{"kernel", detectspec.Detector{Type: "kernel"}, ""},
+		{"file:/run/x", detectspec.Detector{Type: "file", Path: "/run/x"}, ""},
+		{"command:needs-restarting  -r", detectspec.Detector{Type: "command", Cmd: []string{"needs-restarting", "-r"}}, ""},
+		{"command:a:b", detectspec.Detector{Type: "command", Cmd: []string{"a:b"}}, ""},
+		{"kernel:6.1", detectspec.Detector{}, "takes no argument"},
+		{"file:", detectspec.Detector{}, "absolute path"},
+		{"file:run/x", detectspec.Detector{}, "absolute path"},
+		{"command: ", detectspec.Detector{}, "needs a command"},
+		{"", detectspec.Detector{}, "unknown detector"},
+		{"magic:x", detectspec.Detector{}, `unknown detector "magic:x"`},
+		{"max_uptime:30", detectspec.Detector{Type: "max_uptime", Days: 30}, ""},
+		{"max_uptime", detectspec.Detector{}, "needs a number of days"},
+		{"max_uptime:0", detectspec.Detector{}, "needs a number of days"},
+		{"max_uptime:30d", detectspec.Detector{}, "needs a number of days"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -213,8 +214,8 @@ func TestWriteProm(t *testing.T) {
 			// sum() over that family counts each detector once.
 			for _, m := range families["clusterrebootd_detector_reboot_required"].GetMetric() {
 				for _, l := range m.GetLabel() {
-					if l.GetValue() == detect.AnyName {
-						t.Errorf("per-detector family has detector=%q", detect.AnyName)
+					if l.GetValue() == detectspec.AnyName {
+						t.Errorf("per-detector family has detector=%q", detectspec.AnyName)
 					}
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/detect/detectspec"
 )
 
 // options are crd-detect's own flags.
@@ -29,7 +30,7 @@ func (o *options) register(fs *flag.FlagSet) {
 // apply puts the flags over the loaded configuration.
 func (o *options) apply(cfg *config.Config) {
 	if len(o.detectors) > 0 {
-		cfg.Detectors = append([]config.Detector(nil), o.detectors...)
+		cfg.Detectors = append([]detectspec.Detector(nil), o.detectors...)
 	}
 	if o.timeoutSec != 0 {
 		for i := range cfg.Detectors {
@@ -40,7 +41,7 @@ func (o *options) apply(cfg *config.Config) {
 
 // detectorList collects detectors from --detector, --detector-file and
 // --detector-cmd in the order they are given.
-type detectorList []config.Detector
+type detectorList []detectspec.Detector
 
 // detectorFlag is one of the three flags; kind is "" for --detector
 // (TYPE[:ARG]) or the type its value is the argument of.
@@ -66,32 +67,32 @@ func (f detectorFlag) Set(v string) error {
 
 // parseDetector reads TYPE[:ARG]: auto, kernel, file:PATH, command:ARGV,
 // max_uptime:DAYS.
-func parseDetector(spec string) (config.Detector, error) {
+func parseDetector(spec string) (detectspec.Detector, error) {
 	typ, arg, hasArg := strings.Cut(spec, ":")
 	switch typ {
 	case "auto", "kernel":
 		if hasArg {
-			return config.Detector{}, fmt.Errorf("detector %q takes no argument", typ)
+			return detectspec.Detector{}, fmt.Errorf("detector %q takes no argument", typ)
 		}
-		return config.Detector{Type: typ}, nil
+		return detectspec.Detector{Type: typ}, nil
 	case "file":
 		if arg == "" || !strings.HasPrefix(arg, "/") {
-			return config.Detector{}, fmt.Errorf("file detector needs an absolute path, e.g. file:/var/run/reboot-required")
+			return detectspec.Detector{}, fmt.Errorf("file detector needs an absolute path, e.g. file:/var/run/reboot-required")
 		}
-		return config.Detector{Type: typ, Path: arg}, nil
+		return detectspec.Detector{Type: typ, Path: arg}, nil
 	case "command":
 		argv := strings.Fields(arg)
 		if len(argv) == 0 {
-			return config.Detector{}, fmt.Errorf("command detector needs a command, e.g. command:'needs-restarting -r'")
+			return detectspec.Detector{}, fmt.Errorf("command detector needs a command, e.g. command:'needs-restarting -r'")
 		}
-		return config.Detector{Type: typ, Cmd: argv}, nil
+		return detectspec.Detector{Type: typ, Cmd: argv}, nil
 	case "max_uptime":
 		days, err := strconv.Atoi(arg)
 		if err != nil || days < 1 {
-			return config.Detector{}, fmt.Errorf("max_uptime detector needs a number of days, e.g. max_uptime:30")
+			return detectspec.Detector{}, fmt.Errorf("max_uptime detector needs a number of days, e.g. max_uptime:30")
 		}
-		return config.Detector{Type: typ, Days: days}, nil
+		return detectspec.Detector{Type: typ, Days: days}, nil
 	default:
-		return config.Detector{}, fmt.Errorf("unknown detector %q; use auto, kernel, file:PATH, command:ARGV or max_uptime:DAYS", spec)
+		return detectspec.Detector{}, fmt.Errorf("unknown detector %q; use auto, kernel, file:PATH, command:ARGV or max_uptime:DAYS", spec)
 	}
 }
