@@ -397,9 +397,12 @@ func TestServeMetrics(t *testing.T) {
 	})
 }
 
-// By hand, `crd-lock step cycle < config.yaml` runs the step over the YAML
-// configuration (validated; the other tests send the daemon's request),
-// and the daemon's type decodes its result.
+// By hand, `crd-lock step cycle [flags] < config.yaml` runs the step over
+// the YAML configuration (validated; the other tests send the daemon's
+// request), and the daemon's type decodes its result. The flags are those a
+// daemon from before the request passed (--root, --log-level, --log-format,
+// then the step's), so the child an upgrade installs serves the daemon still
+// running until it restarts.
 func TestByHandConfig(t *testing.T) {
 	n := newNode(t, embedded.Endpoint, nsName(t), "node-a")
 	cfg, err := config.Parse("test", []byte(n.yaml()))
@@ -413,8 +416,9 @@ func TestByHandConfig(t *testing.T) {
 	}
 	var out testsupport.SyncBuffer
 	var res protocol.CycleResult
-	err = runStep(context.Background(), []string{protocol.StepCycle}, strings.NewReader(string(stdin)), &out, io.Discard, realWorld())
-	if derr := protocol.DecodeResult([]byte(out.String()), &res); err != nil || derr != nil || res.Outcome != protocol.OutcomeRebooting || res.Node != "node-a" {
+	argv := []string{protocol.StepCycle, "--root", "/", "--log-level", "info", "--log-format", "json", "--attempt", "2"}
+	err = runStep(context.Background(), argv, strings.NewReader(string(stdin)), &out, io.Discard, realWorld())
+	if derr := protocol.DecodeResult([]byte(out.String()), &res); err != nil || derr != nil || res.Outcome != protocol.OutcomeRebooting || res.Node != "node-a" || res.Attempt != 2 {
 		t.Fatalf("cycle from YAML = %v (%v): %s", err, derr, out.String())
 	}
 	var plain protocol.CycleResult
