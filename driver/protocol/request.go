@@ -11,10 +11,13 @@ import (
 )
 
 // Version is the step protocol's version, written in every Request. A child
-// refuses a request of another version: the daemon and crd-lock ship in one
-// package, so a mismatch is a daemon that still runs the code of before an
-// upgrade (it is restarted by the package's scripts; until then its cycles
-// end with reason internal, and nothing reboots).
+// refuses a request of another version (exit 70: its cycles end with reason
+// internal, and nothing reboots). The daemon and crd-lock ship in one
+// package, but the package does not restart a running daemon: after an
+// upgrade the old daemon runs with the new crd-lock until it is restarted
+// or reboots. So whoever raises Version keeps the child accepting the
+// version before it, as the by-hand path (flags and YAML) serves the
+// daemons from before the request.
 const Version = 1
 
 // Request is the one document the daemon writes on a child's stdin: which
