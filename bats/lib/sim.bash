@@ -46,6 +46,9 @@
 #   sim_now                    the Unix time now, with fractions
 #   sim_log_time NAME EVENT    the Unix time of NAME's last log line with "event":"EVENT"
 #   sim_lock_lost_time NAME    the Unix time NAME's crd-lock child first logged "lock lost"
+#   sim_cycle_stop_time NAME   the Unix time NAME's cycle child first stopped under the
+#                              lock for losing etcd: "lock lost" (no keepalive answer),
+#                              or reason etcd (a request under the lock timed out first)
 #   sim_secs A B               B - A in seconds, two decimals
 #   sim_node_dir NAME, sim_log NAME
 #
@@ -308,6 +311,14 @@ sim_log_time() {
 sim_lock_lost_time() {
 	local t
 	t=$(grep '"component":"crd-lock"' "$(sim_log "$1")" | grep '"detail":"lock lost"' | sed -n 1p | jq -r .ts)
+	[[ -n "$t" && "$t" != null ]] || return 1
+	date -d "$t" +%s.%N
+}
+
+sim_cycle_stop_time() {
+	local t
+	t=$(grep '"component":"crd-lock"' "$(sim_log "$1")" | grep '"step":"cycle"' | grep '"event":"blocked"' |
+		grep -E '"detail":"lock lost"|"reason":"etcd"' | sed -n 1p | jq -r .ts)
 	[[ -n "$t" && "$t" != null ]] || return 1
 	date -d "$t" +%s.%N
 }
