@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -118,6 +117,3 @@ func Seconds(t time.Time) time.Time {
 	}
 	return t.UTC().Truncate(time.Second)
 }
-
-// String names the request for messages.
-func (r Request) String() string { return fmt.Sprintf("step %s (protocol %d)", r.Step, r.Protocol) }
