@@ -87,6 +87,13 @@ func violations() []violation {
 		{rule: slot.RuleMaxHolders, setup: func(t *testing.T, e *admissionEnv) {
 			e.putLease(t, "rebooting/busy", other("busy", "g", 0))
 		}, lift: liftKey("rebooting/busy")},
+		{rule: slot.RuleMaxHolders, how: "a plain seat", conf: "max_holders: 2\n", setup: func(t *testing.T, e *admissionEnv) {
+			// A reboot in flight and a plain `crd-lock hold` of the group's
+			// line (no candidate mark): 3 of 2 with the candidate. An
+			// unmarked seat counts whatever its place in line.
+			e.putLease(t, "rebooting/busy", strings.Replace(other("busy", "g", 0), `"max_holders":1`, `"max_holders":2`, 1))
+			e.putLease(t, "lock/g/7000000000000001", `{"node":"plain","pid":1,"max_holders":2,"queued_at":"2026-01-01T00:00:00Z","v":2}`)
+		}, lift: liftKey("lock/g/7000000000000001")},
 		{rule: slot.RuleMaxTotal, conf: "max_holders_total: 1\n", setup: func(t *testing.T, e *admissionEnv) {
 			e.putLease(t, "rebooting/elsewhere", other("elsewhere", "h", 0))
 		}, lift: liftKey("rebooting/elsewhere")},

@@ -341,7 +341,7 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) (phaseResult, err
 	machineID := reboot.MachineID("/")
 	cfg := s.first
 	o := lock.FromConfig(cfg, bootID, machineID)
-	o.Purpose = "reboot"
+	o.Purpose, o.Candidate = "reboot", true
 	seat, err := lock.Acquire(ctx, c, o)
 	if err != nil {
 		return phaseResult{}, fmt.Errorf("holding: %w", err)

@@ -78,7 +78,7 @@ func (s *session) cycle(ctx context.Context, a protocol.CycleArgs, res *protocol
 	fleet := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	fleet.RPCTimeout, fleet.Now = s.rpc, s.w.now
 	o := lock.FromConfig(s.cfg, bootID, machineID)
-	o.Purpose, o.RPCTimeout, o.Now = "reboot", s.rpc, s.w.now
+	o.Purpose, o.Candidate, o.RPCTimeout, o.Now = "reboot", true, s.rpc, s.w.now
 	if s.cfg.MaxHolders.Percent > 0 {
 		seats, err := fleet.Seats(ctx)
 		if err != nil {

@@ -344,7 +344,7 @@ func (s *Server) seat(ctx context.Context, f slot.Fleet) (*lock.Held, error) {
 	cfg := s.Config
 	cfg.NodeName, cfg.Group = f.Node, f.Group
 	o := lock.FromConfig(cfg, f.BootID, "")
-	o.Purpose = "fleetlock pre-reboot"
+	o.Purpose, o.Candidate = "fleetlock pre-reboot", true
 	if f.Rules.MaxHolders.Percent > 0 {
 		if n, err := f.Seats(ctx); err == nil {
 			o.MaxHolders = n

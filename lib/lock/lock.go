@@ -49,6 +49,9 @@ type Options struct {
 	BootID    string
 	MachineID string
 	Purpose   string
+	// Candidate marks the seat as an admission candidate's
+	// (lockinfo.Annotation.Candidate).
+	Candidate bool
 	// Backoff spaces out retries after connection failures.
 	Backoff Backoff
 	// RPCTimeout bounds each request while acquiring; a request that takes
@@ -253,7 +256,7 @@ func acquireOnce(ctx context.Context, c *clientv3.Client, o *Options) (*Held, er
 		return nil, err
 	}
 	myKey := fmt.Sprintf("%s/%x", o.Key, grant.ID)
-	ann := lockinfo.Annotation{V: ProtocolVersion, Node: o.Node, PID: o.PID, BootID: o.BootID, MachineID: o.MachineID, Purpose: o.Purpose, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
+	ann := lockinfo.Annotation{V: ProtocolVersion, Node: o.Node, PID: o.PID, BootID: o.BootID, MachineID: o.MachineID, Purpose: o.Purpose, Candidate: o.Candidate, MaxHolders: o.MaxHolders, QueuedAt: o.Now().UTC()}
 	val, _ := json.Marshal(ann)
 	tctx, cancel := rpc()
 	resp, err := c.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)).

@@ -103,6 +103,13 @@ func (k *counting) seats(kvs []*mvccpb.KeyValue, seat string) {
 		if key == seat || l.position >= l.running {
 			continue // this node, or a waiter (its max_holders counts all the same)
 		}
+		if own && c.SeatRev != 0 && a.Candidate && kv.CreateRevision > c.SeatRev {
+			// A candidate that joined the line after this node counts this
+			// node, not the other way round: of two candidates that hold
+			// seats together, the older is admitted (or refused) first, and
+			// neither waits for the other (docs/cluster-protocol.md, "Seats").
+			continue
+		}
 		who := a.Node
 		if who == "" {
 			who = "entry " + key // etcdctl lock: someone unknown

@@ -119,6 +119,10 @@ func (h *holdRun) acquire(ctx context.Context, sigc <-chan os.Signal) (*clientv3
 	bootID, _ := reboot.BootID("")
 	machineID := reboot.MachineID("")
 	lo := lockOptions(h.cfg, *o.purpose, bootID, machineID, h.logger)
+	// A plain hold counts for every candidate whatever its place in line
+	// (operators hold reboots back with it); a seat taken for a reboot slot
+	// is a candidate (lockinfo.Annotation.Candidate).
+	lo.Candidate = *o.withSlot
 	if *o.withSlot && h.cfg.MaxHolders.Percent > 0 {
 		// A percentage's seats: of every health record (lib/slot Fleet.Seats).
 		seats, serr := slot.FromConfig(client, h.cfg, bootID, machineID, slot.ViaPipeline).Seats(actx)

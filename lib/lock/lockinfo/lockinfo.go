@@ -16,6 +16,13 @@ type Annotation struct {
 	MaxHolders int        `json:"max_holders"`
 	QueuedAt   time.Time  `json:"queued_at"`
 	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
+	// Candidate marks a seat taken to be admitted to a reboot slot (the
+	// daemon's cycle, `crd-lock hold --reboot-slot`, the FleetLock server):
+	// the admission counts such a seat only for the candidates that joined
+	// the line after it. An unmarked seat (a plain `crd-lock hold`,
+	// `etcdctl lock`, an older version's) counts for every candidate, whatever
+	// its place in line (docs/cluster-protocol.md, "Seats").
+	Candidate bool `json:"candidate,omitempty"`
 	// V is the protocol version the writer speaks (lib/lock.ProtocolVersion).
 	V int `json:"v"`
 }
