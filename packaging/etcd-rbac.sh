@@ -116,7 +116,7 @@ esac
 # A lock_key beside the protocol's directories: every node may write under
 # <lock_key>/, so a lock_key that shares a directory with the slots, records
 # or the rollout's keys would let every node write every node's.
-for d in rebooting/ nodes/ disable/ holds/ requests/ rollout/ queue/ notified/; do
+for d in rebooting/ nodes/ disable/ holds/ requests/ rollout/ queue/ notified/ index/ fleetlock/; do
 	case $lock_key/ in "$ns$d"*) collide=1 ;; esac
 	case $ns$d in "$lock_key/"*) collide=1 ;; esac
 	[ -z "${collide:-}" ] || { echo "etcd-rbac.sh: --lock-key $lock_key collides with $ns$d; choose one beside it, e.g. ${ns}lock" >&2; exit 2; }
@@ -221,17 +221,16 @@ node_perms() {
 	echo "readwrite prefix ${ns}rollout/starts/$n/"
 	echo "readwrite key ${ns}rollout/wavedone/$n"
 	echo "readwrite key ${ns}rollout/done/$n"
-	echo "readwrite key ${ns}rollout/halted"
+	echo "readwrite prefix ${ns}rollout/halts/$n/"
 	echo "readwrite prefix ${ns}notified/"
 	echo "readwrite prefix $lock_key/"
 }
 
 fleetlock_perms() {
 	echo "read prefix $ns"
-	for d in rebooting/ queue/ rollout/inflight/ rollout/failures/ rollout/paced/ rollout/starts/ rollout/wavedone/ rollout/done/ notified/; do
+	for d in rebooting/ queue/ rollout/inflight/ rollout/failures/ rollout/paced/ rollout/starts/ rollout/wavedone/ rollout/done/ rollout/halts/ notified/ fleetlock/; do
 		echo "readwrite prefix $ns$d"
 	done
-	echo "readwrite key ${ns}rollout/halted"
 	echo "readwrite prefix $lock_key/"
 }
 

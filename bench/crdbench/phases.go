@@ -360,13 +360,13 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) (phaseResult, err
 			t0 := time.Now()
 			out, err := a.Admit(ctx)
 			d := time.Since(t0)
-			if err != nil || out.Held == nil {
+			if err != nil || out.Reboot == nil {
 				failures++
 				s.b.warnf("holding, %d nodes: the admission took no slot: %v", s.n, err)
 				continue
 			}
 			lat = append(lat, ms(d))
-			l := out.Held.Leases
+			l := out.Reboot.Leases
 			for _, id := range []clientv3.LeaseID{l.Slot, l.Inflight, l.Start, l.Paced, l.Failure} {
 				if id != 0 {
 					_, _ = c.Revoke(ctx, id)

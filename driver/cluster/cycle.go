@@ -39,9 +39,12 @@ type cycleRun struct {
 	// once taken.
 	slotLease  clientv3.LeaseID
 	slotLeases slot.Leases
-	slot       *slot.Held
+	slot       *slot.Reboot
 	// slotExpired: the slot's lease ran out under the lock.
 	slotExpired bool
+	// commitReason is the reason token of the reboot's last check (commit)
+	// when it stopped the reboot.
+	commitReason string
 	// slotTaken: the slot was taken (reboot_starting was sent).
 	slotTaken bool
 	// warnedMax: the max_holders disagreement was logged once.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -495,7 +496,8 @@ func TestCycleSlotExpiredDuringHooks(t *testing.T) {
 
 // A cluster-wide pause given while the pre-reboot hooks run stops the
 // reboot, as the kill switch file does: the pause key is read again before
-// every hook and before the reboot command.
+// every hook, and the slot's start right before the reboot command is
+// guarded by it (lib/slot Reboot.Start).
 func TestCyclePausedDuringHooks(t *testing.T) {
 	ns := nsName(t)
 	c := testsupport.NewClient(t, embedded.Endpoint)
@@ -506,7 +508,7 @@ func TestCyclePausedDuringHooks(t *testing.T) {
 	}
 	resume()
 	o := <-done
-	if o.code != exitcode.KillSwitch || o.str("reason") != protocol.ReasonPaused || !strings.Contains(o.str("detail"), "paused cluster-wide while the node prepared its reboot (incident INC-7") {
+	if o.code != exitcode.KillSwitch || o.str("reason") != protocol.ReasonPaused || !strings.Contains(o.str("detail"), "paused cluster-wide before the reboot command (incident INC-7") {
 		t.Fatalf("cycle = %d %s: %s, want 6 paused\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
 	}
 	assertNothingLeft(t, c, ns, n)
@@ -608,4 +610,38 @@ func TestCycleMarksTheSeatInRunDir(t *testing.T) {
 	if _, err := os.Stat(mark); !os.IsNotExist(err) {
 		t.Errorf("the mark outlived the seat (stat: %v)", err)
 	}
+}
+
+// The maintenance window is checked once more right before the reboot
+// command (lib/reboot Commit): a pre-reboot hook that drained the node past
+// the window's end does not reboot it. The clock (the world's) moves past
+// the end while the hook runs.
+func TestCycleWindowClosedWhileHooksRan(t *testing.T) {
+	ns := nsName(t)
+	c := testsupport.NewClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	n.cfg["windows"] = map[string]any{"timezone": "UTC", "allow": []string{"Tue 22:00-23:00"}}
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 22, 30, 0, 0, time.UTC) // a Tuesday, inside
+	clock := func(w *world) {
+		w.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	}
+	ready, cont := filepath.Join(n.dir, "hook-ready"), filepath.Join(n.dir, "hook-resume")
+	script(t, filepath.Join(n.dir, "hook.sh"), `: > `+ready+`; i=0; while [ ! -e `+cont+` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`)
+	n.cfg["pre_reboot_hooks"] = []map[string]any{{"name": "drain", "cmd": []string{filepath.Join(n.dir, "hook.sh")}, "timeout_sec": 30}}
+	done := make(chan outcome, 1)
+	go func() { done <- n.step(context.Background(), []string{"cycle"}, clock, nil) }()
+	testsupport.Eventually(t, 20*time.Second, "the hook to run", func() bool { _, err := os.Stat(ready); return err == nil })
+	mu.Lock()
+	now = now.Add(45 * time.Minute) // 23:15: the drain took too long
+	mu.Unlock()
+	writeFile(t, cont, "")
+	o := <-done
+	if o.code != exitcode.WindowClosed || o.str("reason") != protocol.ReasonWindow || !strings.Contains(o.str("detail"), "checked again right before the reboot command") {
+		t.Fatalf("cycle = %d %s: %s, want 5 window\n%s", o.code, o.str("reason"), o.str("detail"), o.stderr)
+	}
+	if calls := n.rebootCalls(); len(calls) != 0 {
+		t.Fatalf("the reboot command ran: %v", calls)
+	}
+	assertNothingLeft(t, c, ns, n)
 }

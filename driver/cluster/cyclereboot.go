@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // hooks runs pre_reboot_hooks in order, each with its timeout, in the lock's
@@ -77,16 +80,16 @@ func (c *cycleRun) notPaused(while string) error {
 	rctx, cancel := c.rpcCtx(c.uctx)
 	defer cancel()
 	hold := slot.HoldKey(c.ns, c.cfg.NodeName)
-	resp, err := c.client.Txn(rctx).Then(clientv3.OpGet(c.pauseKey()), clientv3.OpGet(hold), clientv3.OpGet(slot.HaltKey(c.ns))).Commit()
+	ops := append([]clientv3.Op{clientv3.OpGet(c.pauseKey()), clientv3.OpGet(hold)}, slot.HaltOps(c.ns)...)
+	resp, err := c.client.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
-		return c.stop(protocol.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+", the halt and "+hold+" before the reboot", err))
+		return c.stop(protocol.ReasonEtcd, c.etcdErr(c.uctx, "reading the pause key "+c.pauseKey()+", the halts and "+hold+" before the reboot", err))
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
 		h := policy.Override{Node: c.cfg.NodeName, Pause: *parsePause(kvs[0].Value)}
 		return c.stop(protocol.ReasonHeld, heldErr(c.cfg.NodeName, " (held while "+while+")", &h))
 	}
-	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
-		h := haltOf(kvs[0].Value)
+	if h := (slot.Rollout{Halts: slot.ParseHalts(resp.Responses[2:])}).HaltOf(c.cfg.Group); h != nil {
 		return c.stop(protocol.ReasonHalted, exitcode.Errorf(exitcode.KillSwitch,
 			"cluster: the rollout halted itself while %s (%s); nothing was rebooted: look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", while, h.Reason))
 	}
@@ -103,6 +106,7 @@ func (c *cycleRun) notPaused(while string) error {
 func (c *cycleRun) rebootOptions() reboot.Options {
 	o := reboot.FromConfig(c.cfg)
 	o.Root, o.Runner, o.Now = c.w.root, c.w.runner, c.w.now
+	o.Commit = c.commit
 	o.Extra = map[string]string{
 		"lease_id":      c.res.LeaseID,
 		"fencing_token": strconv.FormatInt(c.res.FencingToken, 10),
@@ -116,14 +120,11 @@ func (c *cycleRun) rebootOptions() reboot.Options {
 	return o
 }
 
-// reboot checks the pause key once more, then writes the marker and runs
-// reboot_command through lib/reboot (which checks the kill switch once more
-// first).
+// reboot writes the marker and runs reboot_command through lib/reboot,
+// which checks the kill switch and the package managers once more, and
+// then asks commit: the windows and the slot's start.
 func (c *cycleRun) reboot() error {
 	if err := c.alive(); err != nil {
-		return err
-	}
-	if err := c.notPaused("the node prepared its reboot"); err != nil {
 		return err
 	}
 	c.doing(protocol.RunningRebootCommand)
@@ -140,6 +141,40 @@ func (c *cycleRun) reboot() error {
 	c.log.Info("reboot command ran; releasing the lock seat, the slot keeps the node counted", "event", "rebooting",
 		"slot_key", c.res.SlotKey, "action", "reboot", "command", strings.Join(rr.Command, " "))
 	return nil
+}
+
+// commit is the reboot's last check, right before its command (lib/reboot
+// Options.Commit): the windows once more (a pre-reboot hook such as a drain
+// may have run past the window's end; not for an emergency request), then
+// the slot's start (lib/slot Reboot.Start): a pause, a halt or a hold given
+// while the hooks ran stops the reboot, and so does a slot that is gone.
+func (c *cycleRun) commit(ctx context.Context) error {
+	if err := c.alive(); err != nil {
+		return err
+	}
+	if c.requested == nil || !c.requested.Now {
+		if r := (LocalChecks{Cfg: c.cfg, Now: c.w.now}).Window(); r.Err != nil {
+			c.commitReason = r.Reason
+			return exitcode.Errorf(exitcode.CodeOf(r.Err), "%v (checked again right before the reboot command); nothing was rebooted", r.Err)
+		}
+	}
+	err := c.slot.Start(ctx)
+	var ref *slotinfo.Refusal
+	switch {
+	case err == nil:
+		c.extendSilence()
+		return nil
+	case errors.As(err, &ref):
+		c.commitReason = RuleReason(ref.Rule)
+		return exitcode.Errorf(ref.Code, "cluster: %s", ref.Reason)
+	case errors.Is(err, slot.ErrExpired):
+		c.slotExpired = true
+		c.commitReason = protocol.ReasonHook
+		return exitcode.Errorf(exitcode.RebootFailed, "cluster: the reboot slot %s ended before the reboot command (reboot_slot_ttl_sec is %d); nothing was rebooted: "+
+			"raise reboot_slot_ttl_sec above the pre-reboot hooks' total run time", c.slot.Key, c.cfg.RebootSlotTTLSec)
+	}
+	c.commitReason = protocol.ReasonEtcd
+	return c.etcdErr(ctx, "marking the reboot started in "+slot.InflightKey(c.ns, c.cfg.NodeName), err)
 }
 
 // dryRun reports what a real run would do next: no slot, no hook, no command.
@@ -161,10 +196,12 @@ func (c *cycleRun) dryRun() error {
 // is reboot_failed.
 func (c *cycleRun) rebootStopped(err error) error {
 	reason := protocol.ReasonRebootFailed
-	switch exitcode.CodeOf(err) {
-	case exitcode.KillSwitch:
+	switch {
+	case c.commitReason != "":
+		reason = c.commitReason
+	case exitcode.CodeOf(err) == exitcode.KillSwitch:
 		reason = protocol.ReasonKillSwitch
-	case exitcode.PackageManagerBusy:
+	case exitcode.CodeOf(err) == exitcode.PackageManagerBusy:
 		reason = protocol.ReasonPackageManagerBusy
 	}
 	return c.stop(reason, err)

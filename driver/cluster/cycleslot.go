@@ -83,14 +83,14 @@ func (c *cycleRun) admit() error {
 	}
 	var refusal *slotinfo.Refusal
 	switch {
-	case err == nil && out.Held == nil:
+	case err == nil && out.Reboot == nil:
 		return c.dryRun()
 	case err == nil:
-		c.slot = out.Held
-		c.slotLease = out.Held.Lease
-		c.res.SlotKey = out.Held.Key
-		c.log.Info("reboot slot taken", "event", "slot_taken", "slot_key", out.Held.Key, "slot_ttl_sec", c.cfg.RebootSlotTTLSec,
-			"slot_lease_id", fmt.Sprintf("%x", int64(out.Held.Lease)), "max_holders", out.Verdict.Rules.MaxHolders)
+		c.slot = out.Reboot
+		c.slotLease = out.Reboot.Lease
+		c.res.SlotKey = out.Reboot.Key
+		c.log.Info("reboot slot taken", "event", "slot_taken", "slot_key", out.Reboot.Key, "slot_ttl_sec", c.cfg.RebootSlotTTLSec,
+			"slot_lease_id", fmt.Sprintf("%x", int64(out.Reboot.Lease)), "max_holders", out.Verdict.Rules.MaxHolders)
 		c.notifyStarting()
 		return c.silenceSlot()
 	case c.stopped:

@@ -60,7 +60,7 @@ func (l LocalChecks) Check(ctx context.Context, request *policy.Override, cluste
 	if request != nil && request.Now {
 		l.Log.Info("an operator requested an emergency reboot: the windows are not checked", "event", "emergency_reboot",
 			"by", request.By, "since", request.Since.Format(time.RFC3339), "request_reason", request.Reason)
-	} else if r := l.window(); r.Err != nil {
+	} else if r := l.Window(); r.Err != nil {
 		return r
 	}
 	if r := l.detect(ctx, request); r.Err != nil {
@@ -79,7 +79,8 @@ func (l LocalChecks) Check(ctx context.Context, request *policy.Override, cluste
 	return res
 }
 
-func (l LocalChecks) window() LocalResult {
+// Window checks the windows alone: closed is reason window, exit 5.
+func (l LocalChecks) Window() LocalResult {
 	w := l.Cfg.Windows
 	loc, err := window.LoadLocation(w.Timezone)
 	if err != nil {

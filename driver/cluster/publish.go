@@ -16,10 +16,12 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
 	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
+	"github.com/clusterrebootd/clusterrebootd/lib/notifications"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
@@ -55,6 +57,7 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 		since := a.RequiredSince.UTC()
 		rec.NeedsRebootSince = &since
 	}
+	rec.NeedsRebootLease = s.needsLease(ctx, a.RequiredSince)
 	s.describeMachine(&rec)
 	if err := s.recordIsOurs(ctx, rec); err != nil {
 		return err
@@ -73,8 +76,9 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 		clientv3.OpGet(s.pauseKey()),
 		clientv3.OpGet(slot.HoldKey(s.ns, s.cfg.NodeName)),
 		clientv3.OpGet(slot.RequestKey(s.ns, s.cfg.NodeName)),
-		clientv3.OpGet(slot.HaltKey(s.ns)),
 	}
+	// The halts: a few keys, one per writer and scope (lib/slot HaltsDir).
+	ops = append(ops, slot.HaltOps(s.ns)...)
 	// The index beside the record, on its lease (lib/slot/index.go).
 	ops = append(ops, slot.IndexOps(s.ns, s.cfg.NodeName, a.State, id)...)
 	resp, err := s.client.Txn(rctx).Then(ops...).Commit()
@@ -98,9 +102,7 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	if o := parseOverrides(slot.RequestsDir(s.ns), resp.Responses[3].GetResponseRange().Kvs); len(o) > 0 {
 		res.Request = &o[0]
 	}
-	if kvs := resp.Responses[4].GetResponseRange().Kvs; len(kvs) > 0 {
-		res.Halted = haltOf(kvs[0].Value)
-	}
+	res.Halted = haltOf(slot.ParseHalts(resp.Responses[4:6]), s.cfg.Group)
 	if a.ReadSummary {
 		sctx, cancel := context.WithTimeout(ctx, 2*s.rpc)
 		sum, full, err := slot.Summary(sctx, s.client, s.ns, s.cfg.NodeName, s.cfg.ClusterPolicies.FallbackNodes, s.w.now())
@@ -225,6 +227,57 @@ func (s *session) publishLease(ctx context.Context) (id, old clientv3.LeaseID, e
 		s.log.Warn("cannot remember the publish lease; check run_dir", "event", "publish_lease_unsaved", "file", path, "error", werr.Error())
 	}
 	return grant.ID, old, nil
+}
+
+// needsLeaseFile, in run_dir, remembers the lease that times this node's
+// need for a reboot: "<lease hex> <needs-since RFC 3339>".
+const needsLeaseFile = "needs-reboot-lease"
+
+// needsLeaseTTL is the needs lease's TTL: long enough that its age, etcd's
+// granted TTL less its remaining TTL, can be read for any wave_timeout_sec
+// a node of the fleet may have (at least a week).
+func (s *session) needsLeaseTTL() int64 {
+	return int64(max(2*s.cfg.Rollout.WaveTimeoutSec, 7*24*3600))
+}
+
+// needsLease is the lease (hex) granted when this node's need for a reboot
+// began (since; zero: none now), never renewed: later waves read its age
+// from etcd to tell how long the node has needed its reboot, whatever any
+// clock says (wave_timeout_sec, docs/rollout.md). One grant per episode,
+// nothing per publication. When it cannot be granted the record goes
+// without it: the node then holds later waves back without a timeout (the
+// safe side).
+func (s *session) needsLease(ctx context.Context, since time.Time) string {
+	path := filepath.Join(s.cfg.RunDir, needsLeaseFile)
+	b, _ := os.ReadFile(path)
+	prev, prevSince, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if since.IsZero() {
+		if prev != "" {
+			if id, err := lock.ParseLeaseID(prev); err == nil {
+				fctx, cancel := s.fresh()
+				_, _ = s.client.Revoke(fctx, id)
+				cancel()
+			}
+			_ = os.Remove(path)
+		}
+		return ""
+	}
+	stamp := since.UTC().Format(time.RFC3339)
+	if prev != "" && prevSince == stamp {
+		return prev
+	}
+	rctx, cancel := s.rpcCtx(ctx)
+	g, err := s.client.Grant(rctx, s.needsLeaseTTL())
+	cancel()
+	if err != nil {
+		s.log.Debug("cannot grant the lease that times this node's need for a reboot", "error", err.Error())
+		return ""
+	}
+	id := fmt.Sprintf("%x", int64(g.ID))
+	if err := writeFileAtomic(path, []byte(id+" "+stamp+"\n")); err != nil {
+		s.log.Warn("cannot remember the lease that times this node's need for a reboot; check run_dir", "file", path, "error", err.Error())
+	}
+	return id
 }
 
 // writeFileAtomic creates path's directory if needed and writes data
@@ -376,7 +429,7 @@ func (s *session) rolloutStatus(ctx context.Context) (*protocol.RolloutStatus, e
 	e := v.Rules
 	ro := &protocol.RolloutStatus{Failures: failuresOf(f.Failures(n, e)), MaxFailures: e.MaxFailures, FailureWindowSec: e.FailureWindowSec, Scope: e.FailureScope,
 		MaxHolders: e.MaxHolders, MaxTotal: e.MaxTotal, GroupNodes: v.GroupNodes, FleetNodes: v.FleetNodes, StartsLastHour: len(n.Rollout.Starts)}
-	if h := n.Rollout.Halt; h != nil {
+	if h := n.Rollout.HaltOf(s.cfg.Group); h != nil {
 		ro.Halted = &protocol.RolloutHalt{Reason: h.Reason, Since: h.Since, By: h.By, Failures: failuresOf(h.Failures)}
 	}
 	if a := n.Rollout.Ack; a != nil {
@@ -445,11 +498,20 @@ func (s *session) resume(ctx context.Context, a protocol.PauseArgs, res *protoco
 	}
 	v := f.Decide(n)
 	failures := f.Failures(n, v.Rules)
-	halted := n.Rollout.Halt != nil || (v.Rules.MaxFailures > 0 && len(failures) >= v.Rules.MaxFailures)
+	spent := v.Rules.MaxFailures > 0 && len(failures) >= v.Rules.MaxFailures
+	if spent && n.Rollout.HaltOf(s.cfg.Group) == nil && f.Halt(ctx, n, v) {
+		// Spent while reboots were paused (no admission looked): the halt
+		// is recorded now, before a resume can lift the pause.
+		reason := slot.HaltReason(v.Failures, v.Rules)
+		s.log.Error(reason, "event", "rollout_halted", "reason", protocol.ReasonHalted, "failures", len(v.Failures))
+		s.notify(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: protocol.ReasonHalted, Detail: reason})
+		n.Rollout.Halts = append(n.Rollout.Halts, slot.Halt{Reason: reason})
+	}
+	halted := len(n.Rollout.Halts) > 0 || spent
 	if halted && strings.TrimSpace(a.Reason) == "" {
 		why := "the failures reached the budget"
-		if n.Rollout.Halt != nil {
-			why = n.Rollout.Halt.Reason
+		if len(n.Rollout.Halts) > 0 {
+			why = n.Rollout.Halts[0].Reason
 		}
 		return exitcode.Errorf(exitcode.Config, "clusterrebootd resume: the rollout halted itself (%s); nothing was changed: look at the failed nodes, then say why it may go on, e.g. clusterrebootd resume --reason \"kernel 6.1.0-28 fixed, node-3 reinstalled\"", why)
 	}
@@ -464,17 +526,20 @@ func (s *session) resume(ctx context.Context, a protocol.PauseArgs, res *protoco
 	if !halted {
 		return nil
 	}
-	ack, err := slot.Resume(rctx, s.client, s.ns, s.cfg.NodeName, oneLine(a.Reason, 200), s.w.now())
+	ack, err := slot.Resume(rctx, s.client, s.ns, n, s.cfg.NodeName, oneLine(a.Reason, 200), s.w.now())
 	if err != nil {
 		return s.etcdErr(ctx, "resuming the halted rollout under "+slot.RolloutDir(s.ns), err)
 	}
 	rr := &protocol.RolloutResume{Failures: []string{}, By: ack.By, Reason: ack.Reason, Since: ack.Since, Revision: ack.Revision}
-	if n.Rollout.Halt != nil {
-		rr.Halted = n.Rollout.Halt.Reason
+	if len(n.Rollout.Halts) > 0 {
+		rr.Halted = n.Rollout.Halts[0].Reason
 	}
-	for _, x := range failures {
-		rr.Failures = append(rr.Failures, fmt.Sprintf("%s (%s)", x.Node, x.Kind))
+	for _, x := range slot.FailuresInWindow(n) {
+		if d := fmt.Sprintf("%s (%s)", x.Node, x.Kind); !n.Rollout.Ack.Acks(s.ns, x) && !slices.Contains(rr.Failures, d) {
+			rr.Failures = append(rr.Failures, d)
+		}
 	}
+	rr.Acknowledged = ack.Acknowledged
 	res.Rollout, res.Changed = rr, true
 	s.log.Warn("the halted rollout was resumed by an operator: its failures no longer count", "event", "rollout_resumed",
 		"by", ack.By, "reason", ack.Reason, "failures", strings.Join(rr.Failures, ", "), "revision", ack.Revision)

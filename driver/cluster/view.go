@@ -38,7 +38,7 @@ func (s *session) readView(ctx context.Context) (policy.View, error) {
 		clientv3.OpGet(s.pauseKey()),
 		clientv3.OpGet(slot.HoldsDir(s.ns), clientv3.WithPrefix()),
 		clientv3.OpGet(slot.RequestsDir(s.ns), clientv3.WithPrefix()),
-		clientv3.OpGet(slot.HaltKey(s.ns)),
+		slot.HaltOps(s.ns)[0], slot.HaltOps(s.ns)[1],
 	).Commit()
 	if err != nil {
 		return v, s.etcdErr(ctx, "reading the cluster view under "+s.ns, err)
@@ -61,18 +61,16 @@ func (s *session) readView(ctx context.Context) (policy.View, error) {
 	}
 	v.Holds = parseOverrides(slot.HoldsDir(s.ns), resp.Responses[3].GetResponseRange().Kvs)
 	v.Requests = parseOverrides(slot.RequestsDir(s.ns), resp.Responses[4].GetResponseRange().Kvs)
-	if kvs := resp.Responses[5].GetResponseRange().Kvs; len(kvs) > 0 {
-		v.Halted = haltOf(kvs[0].Value)
-	}
+	v.Halted = haltOf(slot.ParseHalts(resp.Responses[5:]), s.cfg.Group)
 	return v, nil
 }
 
-// haltOf is the rollout's halt as the view shows it; an unreadable one
-// still halts.
-func haltOf(value []byte) *policy.Pause {
-	var h slot.Halt
-	if json.Unmarshal(value, &h) != nil || h.Reason == "" {
-		return &policy.Pause{Reason: "halted; the halt key holds no readable reason"}
+// haltOf is the halt that stops this node's group as the view shows it
+// (nil: none); an unreadable one halts the fleet.
+func haltOf(halts []slot.Halt, group string) *policy.Pause {
+	h := (slot.Rollout{Halts: halts}).HaltOf(group)
+	if h == nil {
+		return nil
 	}
 	return &policy.Pause{Reason: h.Reason, By: h.By, Since: h.Since, V: h.V}
 }

@@ -328,9 +328,12 @@ type RolloutResume struct {
 	By       string    `json:"by"`
 	Reason   string    `json:"reason"`
 	Since    time.Time `json:"since"`
-	// Revision is the etcd revision of the acknowledgement: failures
-	// recorded at or before it no longer count.
+	// Revision is the etcd revision the acknowledgement was counted at
+	// (older versions acknowledge every failure created at or before it).
 	Revision int64 `json:"revision"`
+	// Acknowledged names every failure it acknowledges (lib/slot FailureID:
+	// "node/id"); a failure it does not name counts, whenever it happened.
+	Acknowledged []string `json:"acknowledged"`
 }
 
 // ServeMetricsArgs are the arguments of `crd-lock step serve-metrics`.

@@ -139,7 +139,17 @@ func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error
 	if p, err := s.mine(ctx, f); err != nil {
 		return "", err
 	} else if p != nil && s.ours(p, f) && p.Group == f.Group {
-		if age := s.now().Sub(p.Since); age < f.TTL && p.Lease != 0 {
+		fresh, err := s.fresh(ctx, f, p)
+		if err != nil {
+			return "", err
+		}
+		if fresh {
+			if err := s.window(lg); err != nil {
+				// The window closed since the slot was granted: the client
+				// has not rebooted (it asks again), and must not now.
+				s.freeOld(f, p)
+				return "", err
+			}
 			return s.renew(ctx, f, p)
 		}
 		// Older than its TTL: re-admitted through every rule, or freed.
@@ -159,7 +169,7 @@ func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error
 			s.Log.Warn("cannot release the seat; it expires with its lease", "id", id, "key", held.Entry(), "err", err)
 		}
 	}()
-	a := slot.Admission{Fleet: f, Seat: held, Renewal: renewal, TicketTTL: s.ticketTTL(),
+	a := slot.Admission{Fleet: f, Seat: held, Renewal: renewal, Started: true, TicketTTL: s.ticketTTL(),
 		Recheck: func(context.Context, slot.Count, slotinfo.Verdict) error { return s.window(lg) }}
 	out, err := a.Admit(ctx)
 	if out.Halted {
@@ -173,13 +183,14 @@ func (s *Server) PreReboot(ctx context.Context, id, group string) (Result, error
 		}
 		return "", s.refusal(err, id, group, f)
 	}
+	s.markFresh(f, out.Reboot.Lease)
 	if old != nil {
 		s.revokeOld(f, old)
-		s.Log.Info("pre-reboot by the holder after its slot's first TTL: re-admitted through every rule", "id", id, "group", group, "slot_key", out.Held.Key)
+		s.Log.Info("pre-reboot by the holder after its slot's first TTL: re-admitted through every rule", "id", id, "group", group, "slot_key", out.Reboot.Key)
 		return AlreadyHeld, nil
 	}
-	s.Log.Info("reboot slot taken", "id", id, "group", group, "slot_key", out.Held.Key,
-		"slot_lease_id", fmt.Sprintf("%x", int64(out.Held.Lease)), "slot_ttl_sec", int64(f.TTL/time.Second), "present", out.Count.Describe())
+	s.Log.Info("reboot slot taken", "id", id, "group", group, "slot_key", out.Reboot.Key,
+		"slot_lease_id", fmt.Sprintf("%x", int64(out.Reboot.Lease)), "slot_ttl_sec", int64(f.TTL/time.Second), "present", out.Count.Describe())
 	return Locked, nil
 }
 
@@ -282,6 +293,43 @@ func (s *Server) mine(ctx context.Context, f slot.Fleet) (*slot.Parsed, error) {
 	kv := resp.Kvs[0]
 	p := slot.Parse(f.NS, string(kv.Key), kv.Value, kv.Lease, kv.ModRevision)
 	return &p, nil
+}
+
+// FreshKey marks a FleetLock client's slot younger than its TTL:
+// <ns>fleetlock/fresh/<id>, on a lease of reboot_slot_ttl_sec granted with
+// the slot and never renewed, naming the slot's lease. While it lives, the
+// holder's pre-reboot renews its slot; once its lease ends (timed by etcd,
+// not by the clock of whichever server answers), the holder is re-admitted
+// through every rule.
+func FreshKey(ns, id string) string { return ns + "fleetlock/fresh/" + id }
+
+// fresh reports whether p, the client's slot, is younger than its TTL.
+func (s *Server) fresh(ctx context.Context, f slot.Fleet, p *slot.Parsed) (bool, error) {
+	if p.Lease == 0 {
+		return false, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, f.RPCTimeout)
+	defer cancel()
+	resp, err := f.Client.Get(rctx, FreshKey(f.NS, f.Node))
+	if err != nil {
+		return false, s.etcdErr("reading "+FreshKey(f.NS, f.Node), err)
+	}
+	return len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == fmt.Sprintf("%x", p.Lease), nil
+}
+
+// markFresh writes the slot's FreshKey (best effort: without it the
+// holder's next pre-reboot is re-admitted through every rule, the safe
+// side).
+func (s *Server) markFresh(f slot.Fleet, lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*f.RPCTimeout)
+	defer cancel()
+	g, err := f.Client.Grant(ctx, int64(f.TTL/time.Second))
+	if err == nil {
+		_, err = f.Client.Put(ctx, FreshKey(f.NS, f.Node), fmt.Sprintf("%x", int64(lease)), clientv3.WithLease(g.ID))
+	}
+	if err != nil {
+		s.Log.Warn("cannot mark the new slot fresh; the holder's next pre-reboot is re-admitted through every rule", "id", f.Node, "err", err)
+	}
 }
 
 // renew gives the holder's slot (younger than its TTL) its whole TTL again,
@@ -393,6 +441,7 @@ func (s *Server) SteadyState(ctx context.Context, id, group string) (Result, err
 		if derr := f.Dequeue(rctx); derr != nil {
 			s.Log.Warn("steady-state: cannot give up the client's place in its group's line; it ends with its lease", "id", id, "err", derr)
 		}
+		_, _ = f.Client.Delete(rctx, FreshKey(f.NS, f.Node))
 	}
 	switch {
 	case errors.Is(err, slot.ErrNotOurs):

@@ -45,7 +45,7 @@ func setup(t *testing.T, mutate func(*Server)) (*Server, client, *clientv3.Clien
 
 // daemonSlot takes a reboot slot for a clusterrebootd node as the daemon
 // and `crd-lock hold --reboot-slot` do: seat, count, guarded take.
-func daemonSlot(t *testing.T, c *clientv3.Client, cfg config.Config, node, group string) (*slot.Held, slot.Fleet) {
+func daemonSlot(t *testing.T, c *clientv3.Client, cfg config.Config, node, group string) (*slot.Reboot, slot.Fleet) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,7 +62,7 @@ func daemonSlot(t *testing.T, c *clientv3.Client, cfg config.Config, node, group
 	if err != nil {
 		t.Fatalf("daemon %s counts %s: cannot take a slot: %v", node, out.Count.Describe(), err)
 	}
-	return out.Held, f
+	return out.Reboot, f
 }
 
 func want(t *testing.T, what string, got reply, status int, kind string) {
@@ -328,7 +328,7 @@ func TestRenewBounded(t *testing.T) {
 	})
 	ctx := context.Background()
 	key := slot.Key(s.Config.Namespace(), "a")
-	remaining := func() int64 {
+	lease := func() (clientv3.LeaseID, int64) {
 		t.Helper()
 		got, err := c.Get(ctx, key)
 		if err != nil || len(got.Kvs) != 1 {
@@ -338,24 +338,28 @@ func TestRenewBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ttl.TTL
+		return clientv3.LeaseID(got.Kvs[0].Lease), ttl.TTL
 	}
 	want(t, "a", cl.preReboot("a", "default"), 200, "")
+	first, _ := lease()
 	time.Sleep(2 * time.Second)
-	want(t, "re-send while young", cl.preReboot("a", "default"), 200, "")
-	if r := remaining(); r < 5 {
-		t.Fatalf("after a re-send 2 s into a 6 s slot, %d s remain: want it renewed", r)
+	// The answering server's clock is minutes ahead: the slot's age is
+	// etcd's (FreshKey's lease), so it is still renewed, not re-admitted.
+	offset = 5 * time.Minute
+	want(t, "re-send while young, the server's clock ahead", cl.preReboot("a", "default"), 200, "")
+	if l, r := lease(); l != first || r < 5 {
+		t.Fatalf("after a re-send 2 s into a 6 s slot: lease %x (was %x), %d s left: want it renewed", l, first, r)
 	}
-	offset = 7 * time.Second // the slot is older than its TTL now
-	time.Sleep(2 * time.Second)
+	time.Sleep(5 * time.Second) // older than its TTL by etcd's clock
 	want(t, "re-send when old: re-admitted", cl.preReboot("a", "default"), 200, "")
-	if r := remaining(); r < 5 {
-		t.Fatalf("after a re-admission, %d s remain: a 200 means a whole TTL ahead", r)
+	second, r := lease()
+	if second == first || r < 5 {
+		t.Fatalf("after a re-admission: lease %x (was %x), %d s left: a 200 means a whole TTL ahead, on a new lease", second, first, r)
 	}
-	offset = 20 * time.Second
 	if _, err := c.Put(ctx, slot.PauseKey(s.Config.Namespace()), `{"reason":"freeze","by":"op"}`); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(6500 * time.Millisecond)
 	want(t, "re-send when old, paused", cl.preReboot("a", "default"), 423, KindPaused)
 	if got, err := c.Get(ctx, key); err != nil || len(got.Kvs) != 0 {
 		t.Fatalf("the refused holder's old slot is still there: %v %v", got.Kvs, err)

@@ -96,7 +96,7 @@ const Recheck = 30 * time.Second
 // writes (docs/cluster-protocol.md, "Versions"): a reader accepts any
 // version and ignores fields it does not know; an annotation it cannot
 // decode allows one holder.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // ErrPlaceLost: our lease expired or our entry was deleted while we waited
 // in line; Acquire queues again (Options.OnRequeued).

@@ -37,7 +37,7 @@ const (
 // paused). A change older readers would misread moves to a new key prefix
 // instead (docs/cluster-protocol.md, "Versions"). A value without "v" was
 // written before versions were numbered and reads as version 0.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // NodeRecord is one node's published health record (<ns>nodes/<node>). It
 // lives on a lease of a few publish intervals, so a node that stops
@@ -60,6 +60,11 @@ type NodeRecord struct {
 	// its detectors started saying a reboot is needed, without a break.
 	Wave             int        `json:"wave,omitempty"`
 	NeedsRebootSince *time.Time `json:"needs_reboot_since,omitempty"`
+	// NeedsRebootLease (hex) is a lease granted when the need began and
+	// never renewed: its age, as etcd measures it, is how long the node has
+	// needed its reboot, which is what wave_timeout_sec compares (no
+	// node's clock: lib/slot Count.NeedAge).
+	NeedsRebootLease string `json:"needs_reboot_lease,omitempty"`
 	// Rules are the fleet's rules as this node is configured.
 	Rules *Rules `json:"rules,omitempty"`
 	// KernelRunning and KernelInstalled are the running kernel's release

@@ -75,6 +75,12 @@ type Options struct {
 	Timeout time.Duration
 	// Extra is copied into the marker (e.g. fencing_token, lease_id).
 	Extra map[string]string
+	// Commit, when set, is the last check, made after every other and
+	// right before the marker and the command (not in a dry run): the
+	// reboot slot's start (lib/slot Reboot.Start, with the windows) for the
+	// daemon, the start gate (AskStart) for crd-reboot. An error stops the
+	// reboot with nothing written and nothing run.
+	Commit func(ctx context.Context) error
 	// Starting, when set, is called once every check has passed, just
 	// before the marker is written: where "rebooting" may be logged, and
 	// not before the kill switch has had its say.
@@ -118,9 +124,12 @@ type Result struct {
 //  3. the boot id is read: unreadable → exitcode.RebootFailed;
 //  4. in a dry run, state_dir is checked for writability (not written) and
 //     Do returns without running anything;
-//  5. the marker is written: failure → exitcode.RebootFailed, and the
+//  5. Commit, when set, has the last word (the reboot slot's start: the
+//     windows, a pause, a halt or a hold given meanwhile, the slot still
+//     alive); its error stops the reboot, nothing written;
+//  6. the marker is written: failure → exitcode.RebootFailed, and the
 //     command never runs;
-//  6. the command runs with a timeout; a start failure removes the marker;
+//  7. the command runs with a timeout; a start failure removes the marker;
 //     a non-zero exit or a timeout keeps it (the shutdown may still come);
 //     both are exitcode.RebootFailed.
 //
@@ -163,6 +172,11 @@ func Do(ctx context.Context, o Options) (Result, error) {
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
+	}
+	if o.Commit != nil {
+		if err := o.Commit(ctx); err != nil {
+			return res, err
+		}
 	}
 	if o.Starting != nil {
 		o.Starting()

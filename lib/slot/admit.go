@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -40,6 +41,10 @@ type Admission struct {
 	// asking again after its slot's first TTL): no new start or pacing
 	// record is written.
 	Renewal bool
+	// Started takes the slot with its reboot started (FleetLock: the
+	// client reboots once it is granted); else the entry point marks it
+	// right before its reboot command (Reboot.Start).
+	Started bool
 	// TicketTTL, when set, gives this node's ticket in the fleet's line a
 	// lease of its own, renewed by each admission (FleetLock: a client's
 	// place outlives the request it asked in); else it is on the seat's.
@@ -58,17 +63,17 @@ type Leases struct {
 }
 
 // Outcome is what Admit decided on: the last count and verdict, and the
-// slot when one was taken.
+// reboot when its slot was taken.
 type Outcome struct {
 	Count   Count
 	Verdict slotinfo.Verdict
-	Held    *Held
+	Reboot  *Reboot
 	// Halted: this admission recorded the halt (it alone sends
 	// rollout_halted).
 	Halted bool
 }
 
-// Admit counts, decides and takes: until a slot is taken (Outcome.Held), a
+// Admit counts, decides and takes: until a slot is taken (Outcome.Reboot), a
 // rule refuses (a *Refusal), the node-local re-check fails (its error), or
 // ctx ends. Every error leaves no slot and no lease of this call behind.
 func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
@@ -82,7 +87,7 @@ func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 		}
 		v := f.Decide(c)
 		out.Count, out.Verdict = c, v
-		if v.HaltNew && f.halt(ctx, c, v) {
+		if v.HaltNew && f.Halt(ctx, c, v) {
 			out.Halted = true
 		}
 		a.ticket(ctx, c, v)
@@ -118,7 +123,7 @@ func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 		if a.DryRun {
 			return out, nil
 		}
-		held, err := a.take(ctx, c, v)
+		r, err := a.take(ctx, c, v)
 		if errors.Is(err, ErrChanged) {
 			rechecked = false
 			continue
@@ -126,7 +131,7 @@ func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 		if err != nil {
 			return out, err
 		}
-		out.Held = held
+		out.Reboot = r
 		return out, nil
 	}
 }
@@ -155,7 +160,7 @@ func (a *Admission) recount(until time.Time) time.Duration {
 // kept alive), the in-flight record's (the slot's TTL and the failure
 // window: it outlives the slot), the start's (an hour) and, with
 // min_interval_sec, the pacing record's.
-func (a *Admission) grant(ctx context.Context, e policy.Effective) (Leases, error) {
+func (a *Admission) grant(ctx context.Context, e policy.Effective, retake bool) (Leases, error) {
 	f := a.Fleet
 	var l Leases
 	if f.TTL < 2*time.Second {
@@ -168,7 +173,7 @@ func (a *Admission) grant(ctx context.Context, e policy.Effective) (Leases, erro
 		{&l.Slot, int64(f.TTL / time.Second)},
 		{&l.Inflight, int64(f.TTL/time.Second) + int64(max(e.FailureWindowSec, 60))},
 	}
-	if !a.Renewal {
+	if !retake {
 		ttls = append(ttls, struct {
 			id  *clientv3.LeaseID
 			sec int64
@@ -207,14 +212,25 @@ func (f Fleet) revoke(l Leases) {
 
 // take writes the slot, its in-flight record and the pacing records in one
 // transaction that succeeds only while the seat is this node's and nothing
-// the count decided on changed: no slot, no rollout record, not the pause
-// and not this node's hold.
-func (a *Admission) take(ctx context.Context, c Count, v slotinfo.Verdict) (*Held, error) {
+// the verdict was decided on changed since the count (guards): no slot was
+// written and none of the counted slots is gone, no failure, in-flight
+// record, halt or acknowledgement was written, nor the pause or this node's
+// hold, nor (when the verdict depended on them) a pacing, start or wave
+// record. Each guard covers keys whose number the budgets bound, not the
+// fleet's size: the completions (<ns>rollout/done/, one per node rebooted
+// within the failure window) and the tickets are not among them.
+//
+// A slot this machine already holds (its own, this boot's: a FleetLock
+// client asked through two servers at once, a re-admission) is taken again
+// on new leases without a new start or pacing record: one reboot, counted
+// once.
+func (a *Admission) take(ctx context.Context, c Count, v slotinfo.Verdict) (*Reboot, error) {
 	f := a.Fleet
 	if f.BootID == "" {
 		return nil, exitcode.Errorf(exitcode.RebootFailed, "slot: this machine's boot id is unknown; a slot without it could not be told apart from another machine's")
 	}
-	l, err := a.grant(ctx, v.Rules)
+	retake := a.Renewal || f.ownSlot(c.Mine)
+	l, err := a.grant(ctx, v.Rules, retake)
 	if err != nil {
 		var coded *exitcode.Error
 		if errors.As(err, &coded) {
@@ -232,19 +248,16 @@ func (a *Admission) take(ctx context.Context, c Count, v slotinfo.Verdict) (*Hel
 	rules := f.Rules
 	val, _ := json.Marshal(Value{V: policy.ProtocolVersion, Node: f.Node, Lock: f.Lock, Group: f.Group, Since: now, BootID: f.BootID, MachineID: f.MachineID,
 		MaxHolders: v.Rules.MaxHolders, MaxTotal: v.Rules.MaxTotal, Wave: f.Wave, Via: f.Via, Rules: &rules})
-	in := Inflight{Node: f.Node, Group: f.Group, Wave: f.Wave, Via: f.Via, Lease: fmt.Sprintf("%x", int64(l.Slot)), BootID: f.BootID, Since: now, TTLSec: int(f.TTL / time.Second)}
+	in := Inflight{V: policy.ProtocolVersion, Node: f.Node, Group: f.Group, Wave: f.Wave, Via: f.Via, Lease: fmt.Sprintf("%x", int64(l.Slot)), BootID: f.BootID, Since: now, TTLSec: int(f.TTL / time.Second)}
+	if a.Started {
+		in.Started, in.StartedAt = true, &now
+	}
 	if a.Seat != nil {
 		in.FencingToken = a.Seat.FencingToken()
 	}
 	ival, _ := json.Marshal(in)
 	mark, _ := json.Marshal(slotinfo.Mark{Node: f.Node, Group: f.Group, Wave: f.Wave, Since: now})
-	next := c.Revision + 1
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(Dir(f.NS)), "<", next).WithPrefix(),
-		clientv3.Compare(clientv3.ModRevision(RolloutDir(f.NS)), "<", next).WithPrefix(),
-		clientv3.Compare(clientv3.ModRevision(PauseKey(f.NS)), "<", next),
-		clientv3.Compare(clientv3.ModRevision(HoldKey(f.NS, f.Node)), "<", next),
-	}
+	cmps := a.guards(c, v)
 	var elseOps []clientv3.Op
 	if a.Seat != nil {
 		cmps = append(cmps, a.Seat.IsOwnerCmp())
@@ -298,24 +311,83 @@ func (a *Admission) take(ctx context.Context, c Count, v slotinfo.Verdict) (*Hel
 		}
 		return nil, ErrChanged
 	}
+	if retake && c.Mine != nil && c.Mine.Lease != 0 && c.Mine.Lease != int64(l.Slot) {
+		// The slot moved to the new lease: the old one holds nothing of
+		// this reboot any more (best effort: it runs out by itself).
+		f.revoke(Leases{Slot: clientv3.LeaseID(c.Mine.Lease)})
+	}
 	var parsed Value
 	_ = json.Unmarshal(val, &parsed)
-	return &Held{f: f, Key: f.Key(), Lease: l.Slot, Leases: l, Value: parsed, InflightRevision: resp.Header.Revision}, nil
+	return &Reboot{f: f, Key: f.Key(), Lease: l.Slot, Leases: l, Value: parsed, InflightRevision: resp.Header.Revision, Started: a.Started}, nil
 }
 
-// halt records the halt, only where there is none yet; it reports whether
-// this call wrote it (then this node alone notifies).
-func (f Fleet) halt(ctx context.Context, c Count, v slotinfo.Verdict) bool {
+// guards are the take's conditions: everything the verdict on count c
+// counted is as it was (take).
+func (a *Admission) guards(c Count, v slotinfo.Verdict) []clientv3.Cmp {
+	f := a.Fleet
+	next := c.Revision + 1
+	unchanged := func(prefix string) clientv3.Cmp {
+		return clientv3.Compare(clientv3.ModRevision(prefix), "<", next).WithPrefix()
+	}
+	cmps := []clientv3.Cmp{
+		unchanged(Dir(f.NS)),
+		unchanged(InflightDir(f.NS)),
+		unchanged(FailuresDir(f.NS)),
+		unchanged(HaltsDir(f.NS)),
+		clientv3.Compare(clientv3.ModRevision(LegacyHaltKey(f.NS)), "<", next),
+		clientv3.Compare(clientv3.ModRevision(AckKey(f.NS)), "<", next),
+		clientv3.Compare(clientv3.ModRevision(PauseKey(f.NS)), "<", next),
+		clientv3.Compare(clientv3.ModRevision(HoldKey(f.NS, f.Node)), "<", next),
+	}
+	// A slot whose lease ran out since the count is deleted without changing
+	// any other key's revision: each counted slot must still be the one
+	// counted (its in-flight record would now read as a failure).
+	for _, s := range c.Slots {
+		if s.CreateRevision != 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.Key), "=", s.CreateRevision))
+		}
+	}
+	if v.Rules.MinIntervalSec > 0 {
+		cmps = append(cmps, unchanged(PacedDir(f.NS)))
+	}
+	if v.Rules.MaxStartsPerHour > 0 {
+		cmps = append(cmps, unchanged(StartsDir(f.NS)))
+	}
+	if f.Wave > 0 {
+		cmps = append(cmps, unchanged(WaveDoneDir(f.NS)))
+	}
+	return cmps
+}
+
+// ownSlot reports whether m is this machine's own slot of this boot, lock
+// and group.
+func (f Fleet) ownSlot(m *Parsed) bool {
+	return m != nil && m.Bound && f.BootID != "" && m.BootID == f.BootID && m.Lock == f.Lock && m.Group == f.Group
+}
+
+// Halt records the halt of this node's scope in this node's own halt key,
+// only while no halt was written since the count (two admissions that find
+// the budget spent at once write one halt, and one of them notifies); it
+// reports whether this call wrote it (then this node alone notifies). The
+// older versions' key is written beside it when absent, for the nodes that
+// read only that one (best effort: a per-node etcd role may not write it).
+func (f Fleet) Halt(ctx context.Context, c Count, v slotinfo.Verdict) bool {
 	h := Halt{V: policy.ProtocolVersion, Reason: HaltReason(v.Failures, v.Rules), Scope: v.Rules.FailureScope, Failures: v.Failures, Since: f.now().UTC(), By: f.Node}
-	if h.Scope == "group" {
+	if h.Scope == config.ScopeGroup {
 		h.Group = f.Group
 	}
 	val, _ := json.Marshal(h)
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()
-	resp, err := f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(HaltKey(f.NS)), "=", 0)).
-		Then(clientv3.OpPut(HaltKey(f.NS), string(val))).Commit()
-	return err == nil && resp.Succeeded
+	key := HaltKey(f.NS, f.Node, ScopeID(h.Scope, h.Group))
+	resp, err := f.Client.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(HaltsDir(f.NS)), "<", c.Revision+1).WithPrefix()).
+		Then(clientv3.OpPut(key, string(val))).Commit()
+	if err != nil || !resp.Succeeded {
+		return false
+	}
+	_, _ = f.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(LegacyHaltKey(f.NS)), "=", 0)).
+		Then(clientv3.OpPut(LegacyHaltKey(f.NS), string(val))).Commit()
+	return true
 }
 
 // ticket keeps this node's place in a line while it waits for a budget

@@ -277,7 +277,11 @@ func (x Completion) convert(ctx context.Context, node string, ours func(*mvccpb.
 		_ = json.Unmarshal(a[0].Value, &ack)
 	}
 	guard := clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)
-	if kvs[0].CreateRevision <= ack.Revision {
+	if ack.V < 3 && kvs[0].CreateRevision <= ack.Revision {
+		// An older version's resume acknowledged it by revision, which its
+		// failure record would not keep (it is created later): only deleted.
+		// A resume that names it keeps naming it once it is recorded
+		// (FailureID).
 		_, err = x.Client.Txn(ctx).If(guard).Then(clientv3.OpDelete(key)).Commit()
 		return err
 	}
@@ -303,18 +307,15 @@ func Keep(ctx context.Context, c *clientv3.Client, cl Claim) (ttl int64, err err
 	if lease == 0 {
 		return 0, ErrExpired
 	}
-	resp, err := c.KeepAliveOnce(ctx, lease)
+	if err := renew(ctx, c, cl.Leases()); err != nil {
+		return 0, err
+	}
+	resp, err := c.TimeToLive(ctx, lease)
 	if err != nil {
-		if isLeaseNotFound(err) {
-			return 0, ErrExpired
-		}
 		return 0, err
 	}
 	if resp.TTL <= 0 {
 		return 0, ErrExpired
-	}
-	if in := cl.Leases().Inflight; in != 0 {
-		_, _ = c.KeepAliveOnce(ctx, in)
 	}
 	return resp.TTL, nil
 }

@@ -126,6 +126,7 @@ func (k *counting) slots(kvs []*mvccpb.KeyValue) {
 			continue
 		}
 		p := Parse(f.NS, string(kv.Key), kv.Value, kv.Lease, kv.ModRevision)
+		p.CreateRevision = kv.CreateRevision
 		if p.Node == f.Node {
 			pc := p
 			c.Mine = &pc

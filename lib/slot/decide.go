@@ -57,12 +57,16 @@ func (f Fleet) Decide(c Count) slotinfo.Verdict {
 	if msg := f.mineConflict(c); msg != "" {
 		return refuse(v, RuleConflict, exitcode.Config, "%s", msg)
 	}
+	// The failure budget is looked at whatever else says no: a budget spent
+	// during a pause still records its halt (Verdict.HaltNew).
+	hv := f.halted(c, v)
+	v.Failures, v.HaltNew = hv.Failures, hv.HaltNew
 	if p := c.View.Paused; p != nil {
 		return refuse(v, RulePaused, exitcode.KillSwitch, "reboots are paused cluster-wide (%s, by %s since %s): run `clusterrebootd resume` to allow them",
 			p.Reason, p.By, stamp(p.Since))
 	}
-	if v = f.halted(c, v); v.Rule != "" {
-		return v
+	if hv.Rule != "" {
+		return hv
 	}
 	if h := c.Hold; h != nil {
 		return refuse(v, RuleHeld, exitcode.KillSwitch, "node %s is held (%s, by %s since %s); nothing was rebooted: run `clusterrebootd release-hold %s` to allow its reboot",
@@ -222,9 +226,8 @@ func (f Fleet) mineConflict(c Count) string {
 // that reach max_failures, in this node's scope.
 func (f Fleet) halted(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	e := v.Rules
-	r := c.Rollout
 	v.Failures = f.Failures(c, e)
-	if h := r.Halt; h != nil && (h.Scope != config.ScopeGroup || h.Group == f.Group) {
+	if h := c.Rollout.HaltOf(f.Group); h != nil {
 		return refuse(v, RuleHalted, exitcode.KillSwitch, "the rollout halted itself: %s (since %s): look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", h.Reason, stamp(h.Since))
 	}
 	if e.MaxFailures == 0 || len(v.Failures) < e.MaxFailures {
@@ -249,18 +252,14 @@ func HaltReason(fs []slotinfo.Failure, e policy.Effective) string {
 }
 
 // Failures are the failures counting against this node's budget: failure
-// records and in-flight records without their slot, created after the
-// last resume, of this node's scope, one per node (the first).
+// records, and reboots whose slot is gone while their in-flight record
+// lives, that the last resume did not acknowledge, of this node's scope,
+// one per node (the first).
 func (f Fleet) Failures(c Count, e policy.Effective) []slotinfo.Failure {
-	ackRev := int64(0)
-	if c.Rollout.Ack != nil {
-		ackRev = c.Rollout.Ack.Revision
-	}
-	all := failuresAfter(c, ackRev)
 	seen := map[string]bool{}
 	out := []slotinfo.Failure{}
-	for _, x := range all {
-		if seen[x.Node] || (e.FailureScope == config.ScopeGroup && x.Group != f.Group) {
+	for _, x := range FailuresInWindow(c) {
+		if c.Rollout.Ack.Acks(f.NS, x) || seen[x.Node] || (e.FailureScope == config.ScopeGroup && x.Group != f.Group) {
 			continue
 		}
 		seen[x.Node] = true
@@ -270,41 +269,34 @@ func (f Fleet) Failures(c Count, e policy.Effective) []slotinfo.Failure {
 }
 
 // FailuresInWindow are every failure the count sees, of every node and
-// scope, acknowledged by a resume or not, oldest first: what happened
-// within the failure window (each record lives that long), for
-// `clusterrebootd report`. The budget counts Failures.
-func FailuresInWindow(c Count) []slotinfo.Failure { return failuresAfter(c, 0) }
-
-// failuresAfter are the failure records and the in-flight records without
-// their slot created after revision ackRev, oldest first.
-func failuresAfter(c Count, ackRev int64) []slotinfo.Failure {
+// scope, acknowledged by a resume or not, oldest first: the failure records
+// and the reboots whose slot is gone while their in-flight record lives.
+// Each lives as long as the failure window (an in-flight record is renewed
+// with its slot, so it outlives the slot by the window: the failure is
+// dated from the slot's end). The budget counts Failures.
+//
+// A reboot whose slot is gone is a failure whatever any other record says:
+// a health record names its node's boot for up to three publish intervals
+// after the node went down, so it proves nothing (before protocol 3 such a
+// record excused the reboot, and the next node was admitted while the lost
+// one was still down).
+func FailuresInWindow(c Count) []slotinfo.Failure {
 	slots := map[string]int64{}
 	for _, s := range c.Slots {
 		slots[s.Node] = s.Lease
 	}
-	live := map[string]string{} // node -> boot id of its live record
-	for _, r := range c.View.Nodes {
-		live[r.Node] = r.BootID
-	}
 	var all []slotinfo.Failure
-	for _, x := range c.Rollout.Failures {
-		if x.CreateRevision > ackRev {
-			all = append(all, x)
-		}
-	}
+	all = append(all, c.Rollout.Failures...)
 	for _, in := range c.Rollout.Inflight {
-		if in.CreateRevision <= ackRev {
-			continue
-		}
 		if lease, ok := slots[in.Node]; ok && fmt.Sprintf("%x", lease) == in.Lease {
 			continue // still in its slot
 		}
-		if b, ok := live[in.Node]; ok && b != "" && b == in.BootID {
-			continue // its node never went down: its own daemon decides
-		}
 		at := in.Since.Add(time.Duration(in.TTLSec) * time.Second)
-		all = append(all, slotinfo.Failure{Node: in.Node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: at, Key: in.Key, CreateRevision: in.CreateRevision,
-			Detail: fmt.Sprintf("its reboot slot (taken %s by the %s, reboot_slot_ttl_sec %d) ran out before it completed", stamp(in.Since), orUnknown(in.Via), in.TTLSec)})
+		detail := fmt.Sprintf("its reboot slot (taken %s by the %s, reboot_slot_ttl_sec %d) ran out before it completed", stamp(in.Since), orUnknown(in.Via), in.TTLSec)
+		if in.V >= 3 && !in.Started && in.Via != ViaFleetLock {
+			detail += "; its reboot command had not started (the node stopped, froze or was cut off while it prepared its reboot)"
+		}
+		all = append(all, slotinfo.Failure{Node: in.Node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: at, Key: in.Key, CreateRevision: in.CreateRevision, Detail: detail})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].CreateRevision < all[j].CreateRevision })
 	return all
@@ -316,7 +308,6 @@ func (f Fleet) waves(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	if f.Wave == 0 {
 		return v
 	}
-	now := f.now()
 	timeout := time.Duration(v.Rules.WaveTimeoutSec) * time.Second
 	held := map[string]bool{}
 	for _, h := range c.View.Holds {
@@ -331,8 +322,12 @@ func (f Fleet) waves(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 		if !busy {
 			continue
 		}
-		if r.NeedsRebootSince != nil && timeout > 0 && now.Sub(*r.NeedsRebootSince) > timeout && r.State != policy.StateRebooting && r.State != policy.StatePostReboot {
-			timedOut = append(timedOut, fmt.Sprintf("%s (wave %d, since %s)", r.Node, r.Wave, stamp(*r.NeedsRebootSince)))
+		// How long it has needed its reboot is etcd's measure (its
+		// record's needs lease, Count.NeedAge), never a comparison of this
+		// node's clock with the time another node wrote: a record without
+		// one (an older version's) never times out.
+		if age, ok := c.NeedAge[r.Node]; ok && timeout > 0 && age > timeout && r.State != policy.StateRebooting && r.State != policy.StatePostReboot {
+			timedOut = append(timedOut, fmt.Sprintf("%s (wave %d, needs it for %s)", r.Node, r.Wave, age.Round(time.Second)))
 			continue
 		}
 		pending = append(pending, fmt.Sprintf("%s (wave %d, %s)", r.Node, r.Wave, r.State))

@@ -101,7 +101,7 @@ func (f Fleet) Estimate(c Count, v slotinfo.Verdict, nodes []NodeProgress) Estim
 	switch {
 	case c.View.Paused != nil:
 		e.Unknown = fmt.Sprintf("reboots are paused cluster-wide (%s): nothing is admitted until `clusterrebootd resume`", c.View.Paused.Reason)
-	case c.Rollout.Halt != nil || v.Rule == RuleHalted:
+	case c.Rollout.HaltOf(f.Group) != nil || v.Rule == RuleHalted:
 		e.Unknown = "the rollout halted itself after failures: nothing is admitted until `clusterrebootd resume --reason TEXT`"
 	case e.Remaining == 0:
 		e.At = now

@@ -147,7 +147,7 @@ func TestEstimate(t *testing.T) {
 		{"max_holders_total 1: 4 reboots one after another, 40m", nil, func(f *Fleet) { f.Rules.MaxTotal = config.Count(1) }, 40 * time.Minute, ""},
 		{"no completion measured", func(c *Count) { c.Rollout.Done = nil }, nil, -1, "no reboot duration measured"},
 		{"paused", func(c *Count) { c.View.Paused = &policy.Pause{Reason: "freeze"} }, nil, -1, "paused cluster-wide (freeze)"},
-		{"halted", func(c *Count) { c.Rollout.Halt = &Halt{Reason: "x"} }, nil, -1, "halted itself"},
+		{"halted", func(c *Count) { c.Rollout.Halts = []Halt{{Reason: "x"}} }, nil, -1, "halted itself"},
 		{"nothing left", func(c *Count) { c.View.Nodes = c.View.Nodes[5:] }, nil, 0, ""},
 	}
 	for _, tt := range tests {

@@ -178,6 +178,10 @@ type Count struct {
 	// SeatRev is the create revision of this node's seat: when it joined
 	// the lock's line (0: it holds none).
 	SeatRev int64
+	// NeedAge is how long lower-wave nodes have needed their reboot, by
+	// etcd's clock (the age of their record's needs_reboot_lease): for
+	// wave_timeout_sec. A node not in it counts as not timed out.
+	NeedAge map[string]time.Duration
 	// Problem, when set, forbids taking a slot: another machine uses this
 	// node's name, or another lock's slot or record shares the namespace
 	// (exit 2).
@@ -213,7 +217,8 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 		// The rollout's records the rules decide on, each its own range:
 		// not the completions (<ns>rollout/done/), one per node rebooted
 		// within the failure window, which only status and report read.
-		clientv3.OpGet(HaltKey(f.NS)),
+		clientv3.OpGet(HaltsDir(f.NS), clientv3.WithPrefix()),
+		clientv3.OpGet(LegacyHaltKey(f.NS)),
 		clientv3.OpGet(AckKey(f.NS)),
 		clientv3.OpGet(InflightDir(f.NS), clientv3.WithPrefix()),
 		clientv3.OpGet(FailuresDir(f.NS), clientv3.WithPrefix()),
@@ -241,20 +246,67 @@ func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
 		c.View.Requests = r
 	}
 	var rollout []*mvccpb.KeyValue
-	for i := 6; i <= 12; i++ {
+	for i := 6; i <= 13; i++ {
 		rollout = append(rollout, kvs(i)...)
 	}
 	c.Rollout = parseRollout(f.NS, rollout)
-	c.Tickets = parseTickets(f.NS, kvs(13))
+	c.Tickets = parseTickets(f.NS, kvs(14))
 	if len(k.maxSeen) > 1 {
 		for n := range k.maxSeen {
 			c.Disagree = append(c.Disagree, n)
 		}
 		sort.Ints(c.Disagree)
 	}
+	if err := f.needAges(ctx, &c); err != nil {
+		return Count{}, err
+	}
 	sort.SliceStable(c.Members[1:], func(i, j int) bool { return c.Members[1+i].Node < c.Members[1+j].Node })
 	sort.SliceStable(c.Total[1:], func(i, j int) bool { return c.Total[1+i].Node < c.Total[1+j].Node })
 	return c, nil
+}
+
+// needAges fills c.NeedAge for the lower waves' nodes that still need
+// their reboot, oldest lease first, until one is found that has not needed
+// it for longer than wave_timeout_sec (that one holds this node back
+// anyway): a few TimeToLive requests, not one per node. The age is the
+// lease's granted TTL less its remaining one, so no node's clock is read.
+func (f Fleet) needAges(ctx context.Context, c *Count) error {
+	if f.Wave == 0 || f.Rules.WaveTimeoutSec <= 0 {
+		return nil
+	}
+	timeout := time.Duration(f.Rules.WaveTimeoutSec) * time.Second
+	held := map[string]bool{}
+	for _, h := range c.View.Holds {
+		held[h.Node] = true
+	}
+	for _, r := range c.View.Nodes {
+		if r.Wave >= f.Wave || r.Node == f.Node || held[r.Node] || !r.RebootRequired || r.NeedsRebootLease == "" ||
+			r.State == policy.StateRebooting || r.State == policy.StatePostReboot {
+			continue
+		}
+		id, err := lock.ParseLeaseID(r.NeedsRebootLease)
+		if err != nil {
+			continue
+		}
+		rctx, cancel := f.rpc(ctx)
+		ttl, err := f.Client.TimeToLive(rctx, id)
+		cancel()
+		if err != nil {
+			return err
+		}
+		age := time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second
+		if ttl.TTL < 0 {
+			age = time.Duration(max(ttl.GrantedTTL, int64(timeout/time.Second)+1)) * time.Second // ended: older than any timeout it was granted for
+		}
+		if c.NeedAge == nil {
+			c.NeedAge = map[string]time.Duration{}
+		}
+		c.NeedAge[r.Node] = age
+		if age <= timeout {
+			return nil
+		}
+	}
+	return nil
 }
 
 // CountWithDone is Count plus the completions within the failure window
@@ -317,31 +369,6 @@ var ErrChanged = errors.New("slot: another node's slot changed since the count; 
 // ErrSeatLost means this node's lock seat was gone when the slot was to be
 // taken: nothing may run.
 var ErrSeatLost = errors.New("slot: the lock seat was gone when the reboot slot was to be taken")
-
-// Held is a slot this node wrote.
-type Held struct {
-	f Fleet
-	// Key and Lease identify it; Value is what was written.
-	Key   string
-	Lease clientv3.LeaseID
-	Value Value
-	// Leases are every lease the take wrote on; InflightRevision is the
-	// revision the in-flight record was written at.
-	Leases           Leases
-	InflightRevision int64
-}
-
-// Renew gives the slot its whole TTL again. It reports ErrExpired when the
-// lease is gone.
-func (h *Held) Renew(ctx context.Context) error {
-	rctx, cancel := h.f.rpc(ctx)
-	defer cancel()
-	resp, err := h.f.Client.KeepAliveOnce(rctx, h.Lease)
-	if isLeaseNotFound(err) || (err == nil && resp.TTL <= 0) {
-		return ErrExpired
-	}
-	return err
-}
 
 // ErrExpired means the slot's lease had already run out.
 var ErrExpired = errors.New("slot: the reboot slot's lease had already expired")

@@ -3,12 +3,18 @@ package slot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // The rollout's records (docs/rollout.md, "Keys"), all under <ns>rollout/:
@@ -31,8 +37,27 @@ func FailuresDir(ns string) string { return RolloutDir(ns) + "failures/" }
 // slot's lease for a reboot that failed).
 func FailureKey(ns, node, id string) string { return FailuresDir(ns) + node + "/" + id }
 
-// HaltKey is the halt: <ns>rollout/halted.
-func HaltKey(ns string) string { return RolloutDir(ns) + "halted" }
+// HaltsDir holds the halts, one key per writer and scope:
+// <ns>rollout/halts/<writer>/<scope>. A node's etcd role writes only its
+// own (docs/security.md): no node can delete a halt another wrote.
+func HaltsDir(ns string) string { return RolloutDir(ns) + "halts/" }
+
+// HaltKey is writer's halt of scope (ScopeID).
+func HaltKey(ns, writer, scope string) string { return HaltsDir(ns) + writer + "/" + scope }
+
+// LegacyHaltKey is the one halt key of protocol versions before 3,
+// <ns>rollout/halted: read as a halt, written beside a new halt for the
+// older nodes that read only it, and deleted by resume.
+func LegacyHaltKey(ns string) string { return RolloutDir(ns) + "halted" }
+
+// ScopeID names a failure budget's scope in a halt's key: "fleet", or
+// "group:<group>" ("group:" for the ungrouped fleet).
+func ScopeID(scope, group string) string {
+	if scope == config.ScopeGroup {
+		return "group:" + group
+	}
+	return config.ScopeFleet
+}
 
 // AckKey is the last resume of a halt: <ns>rollout/ack.
 func AckKey(ns string) string { return RolloutDir(ns) + "ack" }
@@ -85,6 +110,13 @@ type Inflight struct {
 	TTLSec int       `json:"ttl_sec"`
 	// FencingToken is the lock seat's when the slot was taken.
 	FencingToken int64 `json:"fencing_token,omitempty"`
+	// Started says the reboot command was about to run (Reboot.Start), at
+	// StartedAt by the node's clock; a FleetLock client's reboot is
+	// started when its slot is granted.
+	Started   bool       `json:"started,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	// V is the writer's protocol version (older ones never say started).
+	V int `json:"v,omitempty"`
 	// Key, CreateRevision and ModRevision are the record as read.
 	Key            string `json:"-"`
 	CreateRevision int64  `json:"-"`
@@ -104,7 +136,7 @@ func FailureKinds() []string {
 	return []string{FailureSlotExpired, FailurePostReboot, FailureRebootCommand, FailureRebootLoop}
 }
 
-// Halt is HaltKey's value: the budget was spent.
+// Halt is a halt key's value: the budget of its scope was spent.
 type Halt struct {
 	Reason   string             `json:"reason"`
 	Scope    string             `json:"scope"`
@@ -113,15 +145,48 @@ type Halt struct {
 	Since    time.Time          `json:"since"`
 	By       string             `json:"by"`
 	V        int                `json:"v"`
+	// Key is the halt as read.
+	Key string `json:"-"`
 }
 
-// Ack is AckKey's value: an operator resumed the rollout; failures created
-// at or before Revision no longer count.
+// Covers reports whether the halt stops the nodes of group.
+func (h Halt) Covers(group string) bool { return h.Scope != config.ScopeGroup || h.Group == group }
+
+// Ack is AckKey's value: an operator resumed the rollout. Acknowledged
+// names the failures it acknowledges (FailureID); a failure it does not
+// name counts, whenever it happened, so a reboot in flight at the resume
+// that is lost after it halts the rollout again. An Ack without V 3 (an
+// older version's) acknowledges every failure created at or before
+// Revision, which older readers still apply.
 type Ack struct {
-	By       string    `json:"by"`
-	Reason   string    `json:"reason"`
-	Since    time.Time `json:"since"`
-	Revision int64     `json:"revision"`
+	By           string    `json:"by"`
+	Reason       string    `json:"reason"`
+	Since        time.Time `json:"since"`
+	Revision     int64     `json:"revision"`
+	Acknowledged []string  `json:"acknowledged,omitempty"`
+	V            int       `json:"v,omitempty"`
+}
+
+// Acks reports whether the acknowledgement covers failure x.
+func (a *Ack) Acks(ns string, x slotinfo.Failure) bool {
+	switch {
+	case a == nil:
+		return false
+	case a.V >= 3:
+		return slices.Contains(a.Acknowledged, FailureID(ns, x))
+	}
+	return x.CreateRevision <= a.Revision
+}
+
+// FailureID names a failure for an acknowledgement: <node>/<id>, its key
+// under FailuresDir; for a reboot seen lost from its in-flight record,
+// <node>/<the record's create revision>, the id its failure record gets
+// when it is written (the take, a late completion).
+func FailureID(ns string, x slotinfo.Failure) string {
+	if rest, ok := strings.CutPrefix(x.Key, FailuresDir(ns)); ok {
+		return rest
+	}
+	return fmt.Sprintf("%s/%d", x.Node, x.CreateRevision)
 }
 
 // Ticket is a node's place in the fleet's line (QueueDir), or a FleetLock
@@ -170,14 +235,13 @@ func (d Done) Measured() bool { return !d.Since.IsZero() && !d.At.IsZero() && !d
 type Rollout struct {
 	Inflight []Inflight
 	Failures []slotinfo.Failure
-	Halt     *Halt
-	// HaltUnreadable is set when the halt key holds no readable value: it
-	// still halts.
-	HaltUnreadable bool
-	Ack            *Ack
-	Paced          []slotinfo.Mark
-	Starts         []slotinfo.Mark
-	WaveDone       []slotinfo.Mark
+	// Halts are every halt, of every writer and scope (an unreadable one
+	// halts the fleet).
+	Halts    []Halt
+	Ack      *Ack
+	Paced    []slotinfo.Mark
+	Starts   []slotinfo.Mark
+	WaveDone []slotinfo.Mark
 	// Done are the completions within the failure window, one per node.
 	Done []Done
 }
@@ -191,13 +255,8 @@ func parseRollout(ns string, kvs []*mvccpb.KeyValue) Rollout {
 	for _, kv := range kvs {
 		key := string(kv.Key)
 		switch {
-		case key == HaltKey(ns):
-			var h Halt
-			if json.Unmarshal(kv.Value, &h) != nil {
-				r.HaltUnreadable = true
-				h = Halt{Reason: "the halt key holds no readable value"}
-			}
-			r.Halt = &h
+		case key == LegacyHaltKey(ns) || strings.HasPrefix(key, HaltsDir(ns)):
+			r.Halts = append(r.Halts, ParseHalt(kv.Key, kv.Value))
 		case key == AckKey(ns):
 			var a Ack
 			if json.Unmarshal(kv.Value, &a) == nil {
@@ -229,6 +288,43 @@ func parseRollout(ns string, kvs []*mvccpb.KeyValue) Rollout {
 		}
 	}
 	return r
+}
+
+// ParseHalt reads a halt; one that cannot be read halts the fleet.
+func ParseHalt(key, value []byte) Halt {
+	var h Halt
+	if json.Unmarshal(value, &h) != nil || h.Reason == "" {
+		h = Halt{Reason: "halted; the halt key holds no readable reason", Scope: config.ScopeFleet}
+	}
+	h.Key = string(key)
+	return h
+}
+
+// HaltOf is the first halt that covers group (nil: none).
+func (r Rollout) HaltOf(group string) *Halt {
+	for i := range r.Halts {
+		if r.Halts[i].Covers(group) {
+			return &r.Halts[i]
+		}
+	}
+	return nil
+}
+
+// HaltOps read every halt (the new keys and the older versions' one), to
+// be parsed with ParseHalts from the responses at from and from+1.
+func HaltOps(ns string) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(HaltsDir(ns), clientv3.WithPrefix()), clientv3.OpGet(LegacyHaltKey(ns))}
+}
+
+// ParseHalts reads the responses of HaltOps.
+func ParseHalts(resps []*etcdserverpb.ResponseOp) []Halt {
+	var out []Halt
+	for _, r := range resps {
+		for _, kv := range r.GetResponseRange().Kvs {
+			out = append(out, ParseHalt(kv.Key, kv.Value))
+		}
+	}
+	return out
 }
 
 // ParseInflight reads an in-flight record; the key names the node. An
@@ -266,18 +362,23 @@ func parseTickets(ns string, kvs []*mvccpb.KeyValue) []Ticket {
 	return out
 }
 
-// Resume ends a halt: it deletes the halt and records who resumed, when,
-// why and at which revision, in one transaction; failures created at or
-// before that revision no longer count. halted says whether there was a
-// halt (or failures that would have kept the rollout halted).
-func Resume(ctx context.Context, c *clientv3.Client, ns, by, reason string, now time.Time) (Ack, error) {
-	cur, err := c.Get(ctx, HaltKey(ns))
-	if err != nil {
-		return Ack{}, err
+// Resume ends the halts: it deletes every halt, of every writer and scope
+// (the older versions' key too), and records who resumed, when, why and
+// which failures it acknowledges (n's, every failure within the window:
+// FailuresInWindow), in one transaction. A failure it does not name, such as
+// a reboot in flight now that is lost later, counts against the budget
+// again. Revision (n's) is for older readers, which acknowledge every
+// failure created at or before it.
+func Resume(ctx context.Context, c *clientv3.Client, ns string, n Count, by, reason string, now time.Time) (Ack, error) {
+	a := Ack{V: policy.ProtocolVersion, By: by, Reason: reason, Since: now.UTC(), Revision: n.Revision, Acknowledged: []string{}}
+	for _, x := range FailuresInWindow(n) {
+		if id := FailureID(ns, x); !slices.Contains(a.Acknowledged, id) {
+			a.Acknowledged = append(a.Acknowledged, id)
+		}
 	}
-	a := Ack{By: by, Reason: reason, Since: now.UTC(), Revision: cur.Header.Revision}
 	val, _ := json.Marshal(a)
-	if _, err := c.Txn(ctx).Then(clientv3.OpPut(AckKey(ns), string(val)), clientv3.OpDelete(HaltKey(ns))).Commit(); err != nil {
+	if _, err := c.Txn(ctx).Then(clientv3.OpPut(AckKey(ns), string(val)),
+		clientv3.OpDelete(HaltsDir(ns), clientv3.WithPrefix()), clientv3.OpDelete(LegacyHaltKey(ns))).Commit(); err != nil {
 		return Ack{}, err
 	}
 	return a, nil

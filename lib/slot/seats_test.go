@@ -26,7 +26,7 @@ func (r *rig) seatOf(f Fleet, n int, candidate bool) *lock.Held {
 }
 
 // verdictUnder is one admission of f under seat that does not wait.
-func (r *rig) verdictUnder(f Fleet, seat *lock.Held) (slotinfo.Verdict, *Held) {
+func (r *rig) verdictUnder(f Fleet, seat *lock.Held) (slotinfo.Verdict, *Reboot) {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -36,7 +36,7 @@ func (r *rig) verdictUnder(f Fleet, seat *lock.Held) (slotinfo.Verdict, *Held) {
 	if err != nil && !errors.As(err, &ref) {
 		r.t.Fatalf("%s: admission: %v", f.Node, err)
 	}
-	return out.Verdict, out.Held
+	return out.Verdict, out.Reboot
 }
 
 // Two candidates that take the last two seats together while a third

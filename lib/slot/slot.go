@@ -84,8 +84,9 @@ type Parsed struct {
 	Bound bool
 	// Lease is the slot's lease ID (0: none).
 	Lease int64
-	// ModRevision is the revision the slot was last written at.
-	ModRevision int64
+	// ModRevision is the revision the slot was last written at,
+	// CreateRevision the one it was created at (0: not known).
+	ModRevision, CreateRevision int64
 }
 
 // Parse reads a slot's value; the key names the node whatever the value says.

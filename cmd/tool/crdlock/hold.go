@@ -109,6 +109,11 @@ func runHold(ctx context.Context, o *holdOpts, args []string, stdin io.Reader, s
 	if err != nil {
 		return finish(err)
 	}
+	if err := h.openGate(); err != nil {
+		guard.Stop()
+		return finish(err)
+	}
+	defer h.closeGate()
 	return finish(h.outcome(h.underLock(h.command(stdin, stdout, stderr, guard.Pgid()), guard, sigc)))
 }
 

@@ -38,6 +38,9 @@ type holdRun struct {
 	held   *lock.Held
 	slot   *rebootSlot    // with --reboot-slot
 	notes  *pipelineNotes // with --reboot-slot
+	// gate is COMMAND's start gate (with --reboot-slot): its ends, ours
+	// first (questions read, answers written), then COMMAND's.
+	gate []*os.File
 }
 
 // prepare checks everything before any etcd traffic: the flags (format
@@ -209,6 +212,39 @@ func (h *holdRun) startGuardian(stderr io.Writer) (*groupguard.Guard, error) {
 	return guard, nil
 }
 
+// openGate opens the start gate COMMAND's crd-reboot asks right before
+// its reboot command (lib/reboot AskStart; the slot's start): two pipes
+// whose far ends COMMAND inherits as descriptors 3 (answers) and 4
+// (questions), named in its environment. Without a reboot slot there is
+// none. When the pipes cannot be made, COMMAND does not run: the slot is
+// freed and the lock released (exit 9).
+func (h *holdRun) openGate() error {
+	if h.slot == nil {
+		return nil
+	}
+	qr, qw, err := os.Pipe()
+	if err == nil {
+		var ar, aw *os.File
+		if ar, aw, err = os.Pipe(); err == nil {
+			h.gate = []*os.File{qr, aw, ar, qw}
+			go reboot.ServeStart(qr, aw, func() error { return h.slot.start(h.held.Context()) })
+			return nil
+		}
+		qr.Close()
+		qw.Close()
+	}
+	h.slot.free()
+	releaseAfterError(h.held, h.key, h.logger)
+	return exitcode.Errorf(exitcode.RebootFailed, "crd-lock: hold --reboot-slot: COMMAND not run: the start gate's pipes: %v", err)
+}
+
+// closeGate closes both ends of the start gate, which ends its server.
+func (h *holdRun) closeGate() {
+	for _, f := range h.gate {
+		f.Close()
+	}
+}
+
 // command is COMMAND with the streams of crd-lock, the lock's variables in
 // its environment, in the guardian's process group pgid (so the whole group
 // can be signalled).
@@ -224,6 +260,10 @@ func (h *holdRun) command(stdin io.Reader, stdout, stderr io.Writer, pgid int) *
 	)
 	if h.slot != nil {
 		cmd.Env = append(cmd.Env, "SLOT_KEY="+h.slot.held.Key)
+	}
+	if len(h.gate) == 4 {
+		cmd.ExtraFiles = []*os.File{h.gate[2], h.gate[3]}
+		cmd.Env = append(cmd.Env, reboot.EnvStartFDs+"=3,4")
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
 	return cmd

@@ -17,6 +17,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/proc"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/report"
@@ -36,7 +37,7 @@ type rebootSlot struct {
 	stateDir string
 	lease    clientv3.LeaseID
 	leases   slot.Leases
-	held     *slot.Held
+	held     *slot.Reboot
 	takenAt  time.Time
 	log      *slog.Logger
 	// sil is this node's configured silence (nil: none), silences what
@@ -45,6 +46,11 @@ type rebootSlot struct {
 	silences *protocol.SilenceReport
 	// notes are hold's notifications (pipelinenotify.go).
 	notes *pipelineNotes
+	// cfg is the configuration (the windows of the start gate); request
+	// the operator's reboot request of this node the admission read (nil:
+	// none; an emergency one is not held to the windows).
+	cfg     config.Config
+	request *policy.Override
 }
 
 // takeRebootSlot admits this node's reboot slot under held: every fleet
@@ -65,7 +71,7 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	defer cancel()
 	stop := context.AfterFunc(held.Context(), cancel)
 	defer stop()
-	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID, slot.ViaPipeline), client: client, stateDir: cfg.StateDir, log: logger, notes: notes}
+	r := &rebootSlot{fleet: slot.FromConfig(client, cfg, bootID, machineID, slot.ViaPipeline), client: client, stateDir: cfg.StateDir, log: logger, notes: notes, cfg: cfg}
 	r.sil, _ = silence.FromConfig(cfg)
 	local := cluster.LocalChecks{Cfg: cfg, Runner: proc.Exec{}, Now: time.Now, Log: logger}
 	var lastWait string
@@ -76,6 +82,13 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 				size = v.Policy.ClusterSize
 			}
 			if res := local.Check(ctx, n.Request, size); res.Err != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					// --timeout ended the check (a health script still
+					// running): no slot before --timeout, exit 4 like any
+					// wait for it, not an interruption.
+					return exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: --timeout ended the checks under the lock (%s); no reboot slot was admitted and COMMAND was not run",
+						strings.TrimPrefix(res.Err.Error(), "cluster: "))
+				}
 				return exitcode.Errorf(exitcode.CodeOf(res.Err), "crd-lock: hold --reboot-slot: under the lock: %s", strings.TrimPrefix(res.Err.Error(), "cluster: "))
 			}
 			return nil
@@ -99,10 +112,10 @@ func takeRebootSlot(ctx context.Context, client *clientv3.Client, cfg config.Con
 	var refusal *slotinfo.Refusal
 	switch {
 	case err == nil:
-		r.held = out.Held
-		r.log.Info("reboot slot taken", "slot_key", out.Held.Key, "slot_lease_id", fmt.Sprintf("%x", int64(out.Held.Lease)),
+		r.held, r.request = out.Reboot, out.Count.Request
+		r.log.Info("reboot slot taken", "slot_key", out.Reboot.Key, "slot_lease_id", fmt.Sprintf("%x", int64(out.Reboot.Lease)),
 			"slot_ttl_sec", int64(r.fleet.TTL/time.Second), "max_holders", out.Verdict.Rules.MaxHolders)
-		notes.slotTaken(held.FencingToken(), out.Held.Key)
+		notes.slotTaken(held.FencingToken(), out.Reboot.Key)
 		return r, r.silence(wctx, cfg, held.FencingToken())
 	case errors.As(err, &refusal) && refusal.Yield:
 		return nil, &yieldError{exitcode.Errorf(exitcode.CodeOf(err), "crd-lock: hold --reboot-slot: not admitted (rule %s): %s", refusal.Rule, refusal.Reason)}
@@ -182,10 +195,50 @@ func (r *rebootSlot) after(status int, lost bool) bool {
 	case err != nil:
 		r.log.Warn("cannot renew the reboot slot; it keeps the rest of its TTL", "slot_key", r.held.Key, "err", err)
 	}
+	if err := r.held.MarkStarted(ctx); err != nil && !errors.Is(err, slot.ErrExpired) {
+		r.log.Warn("cannot mark the reboot started in its in-flight record", "slot_key", r.held.Key, "err", err)
+	}
 	r.extendSilence()
 	r.log.Info("the reboot slot keeps this node counted until `crd-lock complete` after its boot", "slot_key", r.held.Key,
 		"slot_ttl_sec", int64(r.fleet.TTL/time.Second))
 	return true
+}
+
+// start is the start gate's answer (lib/reboot ServeStart): crd-reboot
+// under this hold asks it right before its reboot command, and gets the
+// daemon's last checks there: the windows once more (COMMAND may have
+// drained the node for minutes; not for an emergency request), then the
+// slot's start (lib/slot Reboot.Start: a pause, a halt or a hold given
+// meanwhile, the slot still alive), in the lock's context. nil: go on.
+func (r *rebootSlot) start(lockCtx context.Context) error {
+	if r.request == nil || !r.request.Now {
+		if res := (cluster.LocalChecks{Cfg: r.cfg, Now: time.Now}).Window(); res.Err != nil {
+			r.log.Warn("the reboot command may not start: the window closed while COMMAND ran", "event", "start_refused", "reason", res.Reason)
+			return exitcode.Errorf(exitcode.CodeOf(res.Err), "crd-lock: hold --reboot-slot: %s (checked again right before the reboot command); nothing was rebooted",
+				strings.TrimPrefix(res.Err.Error(), "cluster: "))
+		}
+	}
+	ctx, cancel := context.WithTimeout(lockCtx, 3*r.fleet.RPCTimeout)
+	defer cancel()
+	err := r.held.Start(ctx)
+	var ref *slotinfo.Refusal
+	switch {
+	case err == nil:
+		r.log.Info("the reboot command may start: its slot is marked started", "event", "slot_started", "slot_key", r.held.Key)
+		r.extendSilence()
+		return nil
+	case errors.As(err, &ref):
+		err = exitcode.Errorf(ref.Code, "crd-lock: hold --reboot-slot: not started (rule %s): %s", ref.Rule, ref.Reason)
+	case errors.Is(err, slot.ErrExpired):
+		err = exitcode.Errorf(exitcode.RebootFailed, "crd-lock: hold --reboot-slot: the reboot slot %s ended before the reboot command (reboot_slot_ttl_sec %d); nothing was rebooted: raise it above COMMAND's run time",
+			r.held.Key, int64(r.fleet.TTL/time.Second))
+	case lockCtx.Err() != nil:
+		err = exitcode.Errorf(exitcode.LockBusy, "crd-lock: hold --reboot-slot: the lock was lost before the reboot command; nothing was rebooted")
+	default:
+		err = r.etcdErr("marking the reboot started", err)
+	}
+	r.log.Warn("the reboot command may not start", "event", "start_refused", "error", err.Error())
+	return err
 }
 
 // free revokes the slot's lease and removes the claim.

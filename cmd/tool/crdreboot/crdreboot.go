@@ -48,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -147,6 +148,17 @@ func run(ctx context.Context, fs *flag.FlagSet, c *cli.Common, dryRun *bool, sta
 
 	opts := reboot.FromConfig(cfg)
 	opts.Runner = proc.Exec{}
+	if gate := os.Getenv(reboot.EnvStartFDs); gate != "" {
+		// Under `crd-lock hold --reboot-slot`: the slot's holder has the
+		// last word, right before the command (lib/reboot AskStart).
+		opts.Commit = func(ctx context.Context) error {
+			err := reboot.AskStart(ctx, gate)
+			if err != nil {
+				logger.Warn("the reboot slot's holder says the reboot command may not start", "error", err.Error())
+			}
+			return err
+		}
+	}
 	logger = logger.With("node", cfg.NodeName, "dry_run", cfg.DryRun)
 	opts.Starting = func() {
 		logger.Info("rebooting: writing marker, then running the reboot command", "command", cfg.RebootCommand, "marker", reboot.MarkerPath(cfg.StateDir))
