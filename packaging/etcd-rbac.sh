@@ -116,7 +116,7 @@ esac
 # A lock_key beside the protocol's directories: every node may write under
 # <lock_key>/, so a lock_key that shares a directory with the slots, records
 # or the rollout's keys would let every node write every node's.
-for d in rebooting/ nodes/ disable/ holds/ requests/ rollout/ queue/ notified/ index/ fleetlock/; do
+for d in rebooting/ nodes/ disable/ holds/ requests/ rollout/ queue/ notified/ index/ fleetlock/ rules/; do
 	case $lock_key/ in "$ns$d"*) collide=1 ;; esac
 	case $ns$d in "$lock_key/"*) collide=1 ;; esac
 	[ -z "${collide:-}" ] || { echo "etcd-rbac.sh: --lock-key $lock_key collides with $ns$d; choose one beside it, e.g. ${ns}lock" >&2; exit 2; }
@@ -212,6 +212,8 @@ node_perms() {
 	echo "readwrite key ${ns}nodes/$n"
 	echo "readwrite key ${ns}index/member/$n"
 	echo "readwrite key ${ns}index/up/$n"
+	echo "readwrite key ${ns}rules/$n"
+	echo "readwrite key ${ns}index/rules/$n"
 	echo "readwrite key ${ns}rebooting/$n"
 	echo "readwrite key ${ns}requests/$n"
 	echo "readwrite key ${ns}queue/$n"

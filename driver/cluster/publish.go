@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,8 +80,14 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	}
 	// The halts: a few keys, one per writer and scope (lib/slot HaltsDir).
 	ops = append(ops, slot.HaltOps(s.ns)...)
-	// The index beside the record, on its lease (lib/slot/index.go).
+	// The index beside the record, on its lease (lib/slot/index.go), and
+	// this node's rules key, written only when its rules changed
+	// (lib/slot/rules.go).
 	ops = append(ops, slot.IndexOps(s.ns, s.cfg.NodeName, a.State, id)...)
+	if rl := s.rulesLease(ctx); rl != 0 {
+		ops = append(ops, slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl)...)
+		ops = append(ops, slot.RulesIndexOps(s.ns, s.cfg.NodeName, id)...)
+	}
 	resp, err := s.client.Txn(rctx).Then(ops...).Commit()
 	cancel()
 	if err != nil {
@@ -280,6 +287,47 @@ func (s *session) needsLease(ctx context.Context, since time.Time) string {
 	return id
 }
 
+// rulesLeaseFile, in run_dir, remembers the rules key's lease and when it
+// was last renewed: "<lease hex> <unix seconds>".
+const rulesLeaseFile = "rules-lease"
+
+// rulesLease is the lease of this node's rules key (lib/slot RulesOps): a
+// week long, renewed once a day (by this node's clock: it decides only when
+// to renew), granted anew when it is gone. 0 when etcd cannot grant one:
+// the record goes without its rules key this time (its rules are in the
+// record and its slots).
+func (s *session) rulesLease(ctx context.Context) clientv3.LeaseID {
+	path := filepath.Join(s.cfg.RunDir, rulesLeaseFile)
+	b, _ := os.ReadFile(path)
+	hexID, at, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	id, err := lock.ParseLeaseID(hexID)
+	renewed, _ := strconv.ParseInt(at, 10, 64)
+	now := s.w.now()
+	if err == nil && id != 0 {
+		if now.Sub(time.Unix(renewed, 0)) < 24*time.Hour && now.Unix() >= renewed {
+			return id
+		}
+		rctx, cancel := s.rpcCtx(ctx)
+		ka, kerr := s.client.KeepAliveOnce(rctx, id)
+		cancel()
+		if kerr == nil && ka.TTL > 0 {
+			_ = writeFileAtomic(path, []byte(fmt.Sprintf("%x %d\n", int64(id), now.Unix())))
+			return id
+		}
+	}
+	rctx, cancel := s.rpcCtx(ctx)
+	g, err := s.client.Grant(rctx, int64(slot.RulesLeaseTTL/time.Second))
+	cancel()
+	if err != nil {
+		s.log.Debug("cannot grant the rules key's lease", "error", err.Error())
+		return 0
+	}
+	if werr := writeFileAtomic(path, []byte(fmt.Sprintf("%x %d\n", int64(g.ID), now.Unix()))); werr != nil {
+		s.log.Warn("cannot remember the rules key's lease; check run_dir", "file", path, "error", werr.Error())
+	}
+	return g.ID
+}
+
 // writeFileAtomic creates path's directory if needed and writes data
 // atomically (lib/atomicfile).
 func writeFileAtomic(path string, data []byte) error {
@@ -421,14 +469,14 @@ func (s *session) rolloutStatus(ctx context.Context) (*protocol.RolloutStatus, e
 	bootID, machineID, _ := s.w.ids()
 	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	f.RPCTimeout, f.Now = s.rpc, s.w.now
-	n, err := f.CountWithDone(ctx, "")
+	n, err := f.CountAll(ctx, "")
 	if err != nil {
 		return nil, s.etcdErr(ctx, "reading the rollout under "+slot.RolloutDir(s.ns), err)
 	}
 	v := f.Decide(n)
 	e := v.Rules
 	ro := &protocol.RolloutStatus{Failures: failuresOf(f.Failures(n, e)), MaxFailures: e.MaxFailures, FailureWindowSec: e.FailureWindowSec, Scope: e.FailureScope,
-		MaxHolders: e.MaxHolders, MaxTotal: e.MaxTotal, GroupNodes: v.GroupNodes, FleetNodes: v.FleetNodes, StartsLastHour: len(n.Rollout.Starts)}
+		MaxHolders: e.MaxHolders, MaxTotal: e.MaxTotal, GroupNodes: v.GroupNodes, FleetNodes: v.FleetNodes, StartsLastHour: n.Rollout.StartCount}
 	if h := n.Rollout.HaltOf(s.cfg.Group); h != nil {
 		ro.Halted = &protocol.RolloutHalt{Reason: h.Reason, Since: h.Since, By: h.By, Failures: failuresOf(h.Failures)}
 	}

@@ -15,7 +15,7 @@ func (s *session) report(ctx context.Context, res *protocol.ReportResult) error 
 	bootID, machineID, _ := s.w.ids()
 	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	f.RPCTimeout, f.Now = s.rpc, s.w.now
-	n, err := f.CountWithDone(ctx, "")
+	n, err := f.CountAll(ctx, "")
 	if err != nil {
 		return s.etcdErr(ctx, "reading the nodes' records under "+s.ns, err)
 	}

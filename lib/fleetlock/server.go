@@ -64,6 +64,9 @@ type Server struct {
 	Log            *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// rules keeps the fleet's rule sets between admissions (lib/slot
+	// RulesCache), in memory: the server lives long.
+	rules slot.RulesCache
 }
 
 // Client certificate identities (--tls-client-id).
@@ -99,6 +102,7 @@ func (s *Server) fleet(id, group string) slot.Fleet {
 	}
 	cfg.Rollout.Wave = g.Wave
 	f := slot.FromConfig(s.Client, cfg, BootID(id), "", slot.ViaFleetLock)
+	f.RulesCache = &s.rules
 	if s.SlotTTL > 0 {
 		f.TTL = s.SlotTTL
 	}

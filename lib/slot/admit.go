@@ -512,10 +512,13 @@ func (f Fleet) Until(ctx context.Context, marks []slotinfo.Mark) time.Time {
 }
 
 // WaitChange blocks until anything the rules read changes after rev — a
-// slot, a seat of the lock (any group), a rollout record, a ticket, the
-// pause or this node's hold — or for at most d (a watch can lose a
-// deletion on some etcd releases: see lock.Recheck). A broken watch returns
-// after a pause of a second, so the caller counts again rather than spin.
+// slot, a seat of this node's group's line, a rollout record, a ticket,
+// the pause or this node's hold — or for at most d (a watch can lose a
+// deletion on some etcd releases: see lock.Recheck). It watches what the
+// admission reads, not the whole lock tree: the other groups' lines (their
+// waiters come and go all the time in a large fleet) wake nobody here. A
+// broken watch returns after a pause of a second, so the caller counts
+// again rather than spin.
 func (f Fleet) WaitChange(ctx context.Context, rev int64, d time.Duration) error {
 	if d <= 0 {
 		d = lock.Recheck
@@ -523,26 +526,39 @@ func (f Fleet) WaitChange(ctx context.Context, rev int64, d time.Duration) error
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	from := clientv3.WithRev(rev + 1)
-	chans := []clientv3.WatchChan{
-		f.Client.Watch(wctx, Dir(f.NS), clientv3.WithPrefix(), from),
-		f.Client.Watch(wctx, f.Lock+"/", clientv3.WithPrefix(), from),
-		f.Client.Watch(wctx, RolloutDir(f.NS), clientv3.WithPrefix(), from),
-		f.Client.Watch(wctx, QueueDir(f.NS), clientv3.WithPrefix(), from),
-		f.Client.Watch(wctx, PauseKey(f.NS), from),
-		f.Client.Watch(wctx, HoldKey(f.NS, f.Node), from),
+	type watch struct {
+		ch clientv3.WatchChan
+		// relevant filters the events (nil: every one counts).
+		relevant func(key string) bool
+	}
+	ungroupedLine := func(key string) bool { return f.Group != "" || !isNested(f.Lock, key) }
+	watches := []watch{
+		{f.Client.Watch(wctx, Dir(f.NS), clientv3.WithPrefix(), from), nil},
+		{f.Client.Watch(wctx, f.SeatKey()+"/", clientv3.WithPrefix(), from), ungroupedLine},
+		{f.Client.Watch(wctx, RolloutDir(f.NS), clientv3.WithPrefix(), from), nil},
+		{f.Client.Watch(wctx, QueueDir(f.NS), clientv3.WithPrefix(), from), nil},
+		{f.Client.Watch(wctx, PauseKey(f.NS), from), nil},
+		{f.Client.Watch(wctx, HoldKey(f.NS, f.Node), from), nil},
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	got := make(chan clientv3.WatchResponse, len(chans))
-	for _, ch := range chans {
+	got := make(chan clientv3.WatchResponse, len(watches))
+	for _, w := range watches {
 		go func() {
-			select {
-			case wr, ok := <-ch:
-				if !ok {
-					wr = clientv3.WatchResponse{Canceled: true}
+			for {
+				select {
+				case wr, ok := <-w.ch:
+					if !ok {
+						wr = clientv3.WatchResponse{Canceled: true}
+					}
+					if w.relevant != nil && !wr.Canceled && wr.Err() == nil && !anyRelevant(wr, w.relevant) {
+						continue
+					}
+					got <- wr
+					return
+				case <-wctx.Done():
+					return
 				}
-				got <- wr
-			case <-wctx.Done():
 			}
 		}()
 	}
@@ -563,4 +579,14 @@ func (f Fleet) WaitChange(ctx context.Context, rev int64, d time.Duration) error
 		}
 	}
 	return nil
+}
+
+// anyRelevant reports whether any event of wr is about a key relevant says.
+func anyRelevant(wr clientv3.WatchResponse, relevant func(string) bool) bool {
+	for _, ev := range wr.Events {
+		if relevant(string(ev.Kv.Key)) {
+			return true
+		}
+	}
+	return false
 }

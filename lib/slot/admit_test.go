@@ -103,6 +103,15 @@ func (r *rig) record(f Fleet, state string, required bool, mut ...func(*policy.N
 	}
 	b, _ := json.Marshal(rec)
 	r.put(RecordKey(r.ns, f.Node), string(b), 0)
+	// Its rules key, as publish writes it with the record.
+	g, err := r.c.Grant(context.Background(), 600)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ops := append(RulesOps(r.ns, f.Node, f.Group, *rec.Rules, g.ID), RulesIndexOps(r.ns, f.Node, g.ID)...)
+	if _, err := r.c.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 func (r *rig) exists(key string) bool {
@@ -267,7 +276,7 @@ func (r *rig) doneRecorded(node string, want bool) {
 	if err != nil || ttl.GrantedTTL != 3600 {
 		r.t.Fatalf("%s: completion record's lease %+v (%v), want failure_window_sec 3600", node, ttl, err)
 	}
-	c, err := r.fleet("z", "", time.Minute).CountWithDone(context.Background(), "")
+	c, err := r.fleet("z", "", time.Minute).CountAll(context.Background(), "")
 	if err != nil || len(c.Rollout.Done) != 1 || c.Rollout.Done[0].Node != node {
 		r.t.Fatalf("status's count reads completions %+v (%v), want %s's", c.Rollout.Done, err, node)
 	}

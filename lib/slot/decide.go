@@ -76,6 +76,11 @@ func (f Fleet) Decide(c Count) slotinfo.Verdict {
 		return v
 	}
 	d := policy.Evaluate(c.View, f.Node, f.Policies)
+	if c.Summary != nil {
+		// The same rules on the count's summary (count-only reads at its
+		// revision): every slot counted down (lib/slot TestSummaryIsTheViews).
+		d = policy.EvaluateSummary(*c.Summary, f.Node, f.Policies)
+	}
 	v.Policy = &d
 	if !d.Allowed {
 		return refuse(v, RulePolicy, exitcode.HealthBlocked, "policy %s: %s", d.Rule, d.Reason)
@@ -100,6 +105,13 @@ func (f Fleet) scopes(c Count) (group, fleet int) { return f.scopesOf(c, true) }
 // scopesOf counts the nodes known in f.Group and in the fleet; self says
 // whether this node is of f.Group.
 func (f Fleet) scopesOf(c Count, self bool) (group, fleet int) {
+	if !c.Records {
+		// No percentage is in effect (Count reads every record when one
+		// is): the scopes resolve nothing; the fleet's size is the count
+		// of its records.
+		n := max(1, c.RecordCount)
+		return n, n
+	}
 	inGroup, all := map[string]bool{}, map[string]bool{f.Node: true}
 	if self {
 		inGroup[f.Node] = true
@@ -142,6 +154,9 @@ func (f Fleet) rulesOf(c Count, e policy.Effective, groupNodes, fleetNodes int) 
 		if r.Rules != nil && r.Node != f.Node {
 			e = e.Stricter(r.Rules.Resolve(groupNodes, fleetNodes), r.Group == f.Group)
 		}
+	}
+	for _, r := range c.RuleSets {
+		e = e.Stricter(r.Rules.Resolve(groupNodes, fleetNodes), r.Group == f.Group)
 	}
 	for _, s := range c.Slots {
 		if s.Rules != nil {
@@ -189,6 +204,12 @@ func groupRules(c Count, lock, group string) *policy.Rules {
 	for _, r := range c.View.Nodes {
 		if r.Group == group && r.Rules != nil {
 			return r.Rules
+		}
+	}
+	for _, r := range c.RuleSets {
+		if r.Group == group {
+			rules := r.Rules
+			return &rules
 		}
 	}
 	for _, s := range c.Slots {
@@ -469,9 +490,10 @@ func (f Fleet) pacing(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 			return wait(v, RuleMinInterval, "a reboot of %s started at %s (%s); min_interval_sec is %d", groupName(f.Group), stamp(v.Marks[0].Since), v.Marks[0].Node, v.Rules.MinIntervalSec)
 		}
 	}
-	if rate := v.Rules.MaxStartsPerHour; rate > 0 && len(c.Rollout.Starts) >= rate {
+	if rate := v.Rules.MaxStartsPerHour; rate > 0 && c.Rollout.StartCount >= rate {
+		// The oldest starts end first: the wait is until one of them does.
 		v.Marks = append(v.Marks, c.Rollout.Starts...)
-		return wait(v, RuleRate, "%d reboots started across the fleet within the last hour; max_starts_per_hour is %d", len(c.Rollout.Starts), rate)
+		return wait(v, RuleRate, "%d reboots started across the fleet within the last hour; max_starts_per_hour is %d", c.Rollout.StartCount, rate)
 	}
 	return v
 }

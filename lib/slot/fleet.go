@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
-	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
@@ -45,6 +45,9 @@ type Fleet struct {
 	RPCTimeout time.Duration
 	// Policies are the built-in cluster policies (Evaluate).
 	Policies config.Policies
+	// RulesCache keeps the fleet's rule sets between admissions (nil: none;
+	// every admission reads every rules key then).
+	RulesCache *RulesCache
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -59,6 +62,7 @@ func FromConfig(c *clientv3.Client, cfg config.Config, bootID, machineID, via st
 		Client: c, NS: cfg.Namespace(), Lock: strings.TrimSuffix(cfg.LockKey, "/"), Group: cfg.Group,
 		Node: cfg.NodeName, BootID: bootID, MachineID: machineID, Via: via, Wave: cfg.Rollout.Wave, Rules: policy.RulesOf(cfg),
 		TTL: time.Duration(cfg.RebootSlotTTLSec) * time.Second, RPCTimeout: rpc, Policies: cfg.ClusterPolicies,
+		RulesCache: &RulesCache{Path: filepath.Join(cfg.RunDir, RulesCacheFile)},
 	}
 }
 
@@ -160,9 +164,23 @@ type Count struct {
 	Total []Member
 	// Disagree lists the distinct max_holders values seen when they differ.
 	Disagree []int
-	// View is the health records and the slots of this lock (any group)
-	// and the unbound ones, for the policies, and the holds.
+	// View is the slots of this lock (any group) and the unbound ones, the
+	// pause, and the health records and holds that were read: with Records
+	// every record and hold of the namespace (CountAll; an admission's
+	// Count whose rules need them: waves, percentages); otherwise this
+	// node's own record and hold alone.
 	View policy.View
+	// Records says View.Nodes holds every health record.
+	Records bool
+	// RecordCount is the number of health records (a count-only read).
+	RecordCount int
+	// RuleSets are the fleet's distinct rule sets, of its rules keys
+	// (RulesDir).
+	RuleSets []NodeRules
+	// Summary is what the built-in policies and CLUSTER_SIZE need, read at
+	// Revision with count-only ranges (an admission's Count; nil with
+	// Records: the view has it).
+	Summary *policy.Summary
 	// Slots are the parsed slots of the lock (any group), unbound ones too.
 	Slots []Parsed
 	// Mine is the slot at this node's key, whoever wrote it (nil: none).
@@ -196,136 +214,6 @@ func (c Count) Nodes() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// Count reads, in one transaction, everything the rules need: the seats of
-// the lock's lines, every slot and health record of the namespace, the
-// pause, the holds, this node's reboot request, the rollout's records and
-// the fleet's line. seat is this node's own seat key ("" when it holds
-// none): it is this node, not another machine.
-func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
-	rctx, cancel := f.rpc(ctx)
-	defer cancel()
-	byCreate := clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
-	resp, err := f.Client.Txn(rctx).Then(
-		clientv3.OpGet(f.Lock+"/", clientv3.WithPrefix(), byCreate),
-		clientv3.OpGet(Dir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(RecordsDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(PauseKey(f.NS)),
-		clientv3.OpGet(HoldsDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(RequestKey(f.NS, f.Node)),
-		// The rollout's records the rules decide on, each its own range:
-		// not the completions (<ns>rollout/done/), one per node rebooted
-		// within the failure window, which only status and report read.
-		clientv3.OpGet(HaltsDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(LegacyHaltKey(f.NS)),
-		clientv3.OpGet(AckKey(f.NS)),
-		clientv3.OpGet(InflightDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(FailuresDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(PacedDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(StartsDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(WaveDoneDir(f.NS), clientv3.WithPrefix()),
-		clientv3.OpGet(QueueDir(f.NS), clientv3.WithPrefix(), byCreate),
-	).Commit()
-	if err != nil {
-		return Count{}, err
-	}
-	k := f.newCounting(resp.Header.Revision, seat)
-	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
-	k.seats(kvs(0), seat)
-	k.slots(kvs(1))
-	k.records(kvs(2))
-	c := k.c
-	if p := kvs(3); len(p) > 0 {
-		c.View.Paused = ParsePause(p[0].Value)
-	}
-	c.View.Holds = ParseOverrides(HoldsDir(f.NS), kvs(4))
-	c.Hold = c.View.Held(f.Node)
-	if r := ParseOverrides(RequestsDir(f.NS), kvs(5)); len(r) > 0 {
-		c.Request = &r[0]
-		c.View.Requests = r
-	}
-	var rollout []*mvccpb.KeyValue
-	for i := 6; i <= 13; i++ {
-		rollout = append(rollout, kvs(i)...)
-	}
-	c.Rollout = parseRollout(f.NS, rollout)
-	c.Tickets = parseTickets(f.NS, kvs(14))
-	if len(k.maxSeen) > 1 {
-		for n := range k.maxSeen {
-			c.Disagree = append(c.Disagree, n)
-		}
-		sort.Ints(c.Disagree)
-	}
-	if err := f.needAges(ctx, &c); err != nil {
-		return Count{}, err
-	}
-	sort.SliceStable(c.Members[1:], func(i, j int) bool { return c.Members[1+i].Node < c.Members[1+j].Node })
-	sort.SliceStable(c.Total[1:], func(i, j int) bool { return c.Total[1+i].Node < c.Total[1+j].Node })
-	return c, nil
-}
-
-// needAges fills c.NeedAge for the lower waves' nodes that still need
-// their reboot, oldest lease first, until one is found that has not needed
-// it for longer than wave_timeout_sec (that one holds this node back
-// anyway): a few TimeToLive requests, not one per node. The age is the
-// lease's granted TTL less its remaining one, so no node's clock is read.
-func (f Fleet) needAges(ctx context.Context, c *Count) error {
-	if f.Wave == 0 || f.Rules.WaveTimeoutSec <= 0 {
-		return nil
-	}
-	timeout := time.Duration(f.Rules.WaveTimeoutSec) * time.Second
-	held := map[string]bool{}
-	for _, h := range c.View.Holds {
-		held[h.Node] = true
-	}
-	for _, r := range c.View.Nodes {
-		if r.Wave >= f.Wave || r.Node == f.Node || held[r.Node] || !r.RebootRequired || r.NeedsRebootLease == "" ||
-			r.State == policy.StateRebooting || r.State == policy.StatePostReboot {
-			continue
-		}
-		id, err := lock.ParseLeaseID(r.NeedsRebootLease)
-		if err != nil {
-			continue
-		}
-		rctx, cancel := f.rpc(ctx)
-		ttl, err := f.Client.TimeToLive(rctx, id)
-		cancel()
-		if err != nil {
-			return err
-		}
-		age := time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second
-		if ttl.TTL < 0 {
-			age = time.Duration(max(ttl.GrantedTTL, int64(timeout/time.Second)+1)) * time.Second // ended: older than any timeout it was granted for
-		}
-		if c.NeedAge == nil {
-			c.NeedAge = map[string]time.Duration{}
-		}
-		c.NeedAge[r.Node] = age
-		if age <= timeout {
-			return nil
-		}
-	}
-	return nil
-}
-
-// CountWithDone is Count plus the completions within the failure window
-// (<ns>rollout/done/), in the same transaction's revision order: for status
-// and report, which show the rollout's progress. The admission does not
-// read them.
-func (f Fleet) CountWithDone(ctx context.Context, seat string) (Count, error) {
-	c, err := f.Count(ctx, seat)
-	if err != nil {
-		return c, err
-	}
-	rctx, cancel := f.rpc(ctx)
-	defer cancel()
-	resp, err := f.Client.Get(rctx, DoneDir(f.NS), clientv3.WithPrefix(), clientv3.WithRev(c.Revision))
-	if err != nil {
-		return c, err
-	}
-	c.Rollout.Done = parseRollout(f.NS, resp.Kvs).Done
-	return c, nil
 }
 
 // ParseOverrides reads holds or requests under dir: the key names the node;
@@ -386,41 +274,6 @@ func Free(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID) error
 	return err
 }
 
-// Wait blocks until a slot of the namespace or a seat of the lock (any
-// group) changes after rev, or for recheck at most (a watch can lose a deletion on
-// some etcd releases: see lock.Recheck). A broken watch returns after a
-// pause of a second, so the caller counts again rather than spin.
-func (f Fleet) Wait(ctx context.Context, rev int64, recheck time.Duration) error {
-	if recheck <= 0 {
-		recheck = lock.Recheck
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	slots := f.Client.Watch(wctx, Dir(f.NS), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	seats := f.Client.Watch(wctx, f.Lock+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	t := time.NewTimer(recheck)
-	defer t.Stop()
-	var wr clientv3.WatchResponse
-	ok := true
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	case wr, ok = <-slots:
-	case wr, ok = <-seats:
-	}
-	if !ok || wr.Err() != nil {
-		p := time.NewTimer(time.Second)
-		defer p.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.C:
-		}
-	}
-	return nil
-}
 
 // Describe names a count's members for a log line: node(via).
 func (c Count) Describe() string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -32,6 +33,17 @@ func MemberDir(ns string) string { return IndexDir(ns) + "member/" }
 
 // UpDir holds the nodes whose record says they are not rebooting.
 func UpDir(ns string) string { return IndexDir(ns) + "up/" }
+
+// RulesIndexDir holds the live nodes whose rules are in their rules key
+// (RulesKey): fewer of them than records means some node's rules are in its
+// record only (an older version), and the admission reads the records.
+func RulesIndexDir(ns string) string { return IndexDir(ns) + "rules/" }
+
+// RulesIndexOps mark node's rules as published in its rules key, on the
+// record's lease.
+func RulesIndexOps(ns, node string, lease clientv3.LeaseID) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpPut(RulesIndexDir(ns)+node, "", clientv3.WithLease(lease))}
+}
 
 // IndexOps are the index's writes for node's record in state, on lease: to
 // go into the record's own transaction.
@@ -69,8 +81,9 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 	}
 	count := func(i int) int64 { return resp.Responses[i].GetResponseRange().Count }
 	records, members, up := count(0), count(1), count(2)
+	rev := resp.Header.Revision
 	if members < records {
-		return summaryOfView(ctx, c, ns, self, fallbacks, now, resp.Header.Revision)
+		return summaryOfView(ctx, c, ns, self, fallbacks, now, rev)
 	}
 	slotted := map[string]bool{}
 	var slots []string
@@ -87,8 +100,8 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 	// healthy all the same: it holds a slot). At the first read's revision.
 	var per []clientv3.Op
 	for _, n := range slots {
-		per = append(per, clientv3.OpGet(RecordKey(ns, n), countOnly, clientv3.WithRev(resp.Header.Revision)),
-			clientv3.OpGet(UpDir(ns)+n, countOnly, clientv3.WithRev(resp.Header.Revision)))
+		per = append(per, clientv3.OpGet(RecordKey(ns, n), countOnly, clientv3.WithRev(rev)),
+			clientv3.OpGet(UpDir(ns)+n, countOnly, clientv3.WithRev(rev)))
 	}
 	var slotRecord, slotUp []bool
 	if len(per) > 0 {
@@ -123,6 +136,64 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 	}
 	sort.Strings(s.FallbackUp)
 	return s, false, nil
+}
+
+// summaryOps are the reads of a Summary for self with these fallback
+// nodes, given the nodes that hold slots (read before): count-only ranges
+// and single keys, for one transaction with other reads (the admission's
+// count). parseSummary turns their responses into the Summary.
+func summaryOps(ns, self string, fallbacks, slots []string) []clientv3.Op {
+	countOnly := clientv3.WithCountOnly()
+	ops := []clientv3.Op{
+		clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly),
+		clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly),
+		clientv3.OpGet(UpDir(ns), clientv3.WithPrefix(), countOnly),
+		clientv3.OpGet(RecordKey(ns, self), countOnly),
+		clientv3.OpGet(UpDir(ns)+self, countOnly),
+	}
+	for _, f := range fallbacks {
+		ops = append(ops, clientv3.OpGet(UpDir(ns)+f, countOnly))
+	}
+	for _, n := range slots {
+		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), countOnly), clientv3.OpGet(UpDir(ns)+n, countOnly))
+	}
+	return ops
+}
+
+// parseSummary is the Summary of summaryOps' responses. indexed is false
+// when some records carry no index (an older version's): the summary must
+// then be read from the records (summaryOfView).
+func parseSummary(resps []*etcdserverpb.ResponseOp, self string, fallbacks, slots []string, now time.Time) (s policy.Summary, indexed bool) {
+	count := func(i int) int64 { return resps[i].GetResponseRange().Count }
+	records, members, up := count(0), count(1), count(2)
+	s = policy.Summary{ClusterSize: int(records), HealthyOthers: int(up), FallbackUp: []string{}, ReadAt: now.UTC()}
+	if count(3) == 0 {
+		s.ClusterSize++ // self is a member whatever it published
+	}
+	if count(4) > 0 {
+		s.HealthyOthers--
+	}
+	slotted := map[string]bool{}
+	per := 5 + len(fallbacks)
+	for i, n := range slots {
+		slotted[n] = true
+		if n == self {
+			continue
+		}
+		if count(per+2*i) == 0 {
+			s.ClusterSize++ // a member by its slot alone
+		}
+		if count(per+2*i+1) > 0 {
+			s.HealthyOthers-- // up by its record, down by its slot
+		}
+	}
+	for i, f := range fallbacks {
+		if f != self && count(5+i) > 0 && !slotted[f] {
+			s.FallbackUp = append(s.FallbackUp, f)
+		}
+	}
+	sort.Strings(s.FallbackUp)
+	return s, members >= records
 }
 
 // summaryOfView reads the records and slots (at rev) and summarises them:

@@ -237,11 +237,14 @@ type Rollout struct {
 	Failures []slotinfo.Failure
 	// Halts are every halt, of every writer and scope (an unreadable one
 	// halts the fleet).
-	Halts    []Halt
-	Ack      *Ack
-	Paced    []slotinfo.Mark
-	Starts   []slotinfo.Mark
-	WaveDone []slotinfo.Mark
+	Halts []Halt
+	Ack   *Ack
+	Paced []slotinfo.Mark
+	// Starts are the oldest start records (every one for CountAll),
+	// StartCount their number.
+	Starts     []slotinfo.Mark
+	StartCount int
+	WaveDone   []slotinfo.Mark
 	// Done are the completions within the failure window, one per node.
 	Done []Done
 }

@@ -45,7 +45,7 @@ func TestCountAcrossVersions(t *testing.T) {
 		put(ns+"lock/1", `{"v":2,"node":"b","boot_id":"boot-b","max_holders":4,"queued_at":"2026-01-01T00:00:00Z","priority":"high"}`)
 		put(ns+"rebooting/c", `{"v":2,"node":"c","lock":"`+ns+`lock","group":"",`+since+`,"boot_id":"boot-c","max_holders":3,"drain":{"pods":12}}`)
 		put(ns+"nodes/d", `{"v":7,"node":"d","state":"idle","lock":"`+ns+`lock","boot_id":"boot-d","labels":{"rack":"r1"}}`)
-		n, err := f.Count(ctx, "")
+		n, err := f.CountAll(ctx, "")
 		if err != nil {
 			t.Fatal(err)
 		}

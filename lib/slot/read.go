@@ -1,0 +1,369 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// What an admission reads (docs/cluster-protocol.md, "What the admission
+// reads"): the keys its rules decide on, each bounded by the budgets and
+// the failures, not by the fleet's size — the first seats of this node's
+// line, the slots, the in-flight and failure records, the halts, the
+// acknowledgement, the pause, this node's own record, hold and request,
+// the recent pacing and start records, the fleet's line, the rules keys'
+// stamp — plus count-only ranges for the fleet's size and the policies'
+// summary. Rules that need every node read more, only when they are in
+// effect: waves (wave > 0) and percentages read every health record.
+
+// startsRead is how many start records (the oldest) an admission reads;
+// it counts them all, and waits for the oldest one's end.
+const startsRead = 64
+
+// Count reads what this node's admission decides on, at one revision.
+// seat is this node's own seat key ("" when it holds none): it is this
+// node, not another machine.
+func (f Fleet) Count(ctx context.Context, seat string) (Count, error) {
+	return f.count(ctx, seat, false)
+}
+
+// CountAll is Count plus what status, report and the estimate show, at
+// the same revision: every health record and hold, the lines of every
+// group, the completions within the failure window (<ns>rollout/done/).
+// No admission decides on it.
+func (f Fleet) CountAll(ctx context.Context, seat string) (Count, error) {
+	return f.count(ctx, seat, true)
+}
+
+// The responses of count's transaction, in order.
+const (
+	rLine = iota
+	rSlots
+	rRecords
+	rPause
+	rHolds
+	rRequest
+	rHalts
+	rLegacyHalt
+	rAck
+	rInflight
+	rFailures
+	rPaced
+	rStarts
+	rStartCount
+	rWaveDone
+	rQueue
+	rRulesCount
+	rRulesNewest
+	rRecordCount
+	rRulesIndexed
+	rDone
+)
+
+// errSlotsMoved: a slot was taken between count's two reads; count again.
+var errSlotsMoved = errors.New("slot: a slot was taken while counting")
+
+// count reads in two transactions: the names of the nodes holding slots,
+// then everything at one revision, the summary's reads of those nodes
+// included; a slot taken in between, or a compaction that overtook a read
+// of the count's revision, makes it count again.
+func (f Fleet) count(ctx context.Context, seat string, all bool) (Count, error) {
+	var err error
+	for range 10 {
+		var names []string
+		if names, err = f.slotNames(ctx); err != nil {
+			return Count{}, err
+		}
+		var c Count
+		c, err = f.countOnce(ctx, seat, all, names)
+		if errors.Is(err, errSlotsMoved) || errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		return c, err
+	}
+	return Count{}, err
+}
+
+// slotNames are the nodes that hold slots, sorted, each once.
+func (f Fleet) slotNames(ctx context.Context) ([]string, error) {
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	resp, err := f.Client.Get(rctx, Dir(f.NS), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	return slotNamesOf(f.NS, resp.Kvs), nil
+}
+
+func slotNamesOf(ns string, kvs []*mvccpb.KeyValue) []string {
+	var names []string
+	for _, kv := range kvs {
+		names = append(names, strings.TrimPrefix(string(kv.Key), Dir(ns)))
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []string) (Count, error) {
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	byCreate := clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
+	prefix := clientv3.WithPrefix()
+	countOnly := clientv3.WithCountOnly()
+	ops := []clientv3.Op{
+		rLine:         f.lineOp(all),
+		rSlots:        clientv3.OpGet(Dir(f.NS), prefix),
+		rRecords:      clientv3.OpGet(RecordKey(f.NS, f.Node)),
+		rPause:        clientv3.OpGet(PauseKey(f.NS)),
+		rHolds:        clientv3.OpGet(HoldKey(f.NS, f.Node)),
+		rRequest:      clientv3.OpGet(RequestKey(f.NS, f.Node)),
+		rHalts:        clientv3.OpGet(HaltsDir(f.NS), prefix),
+		rLegacyHalt:   clientv3.OpGet(LegacyHaltKey(f.NS)),
+		rAck:          clientv3.OpGet(AckKey(f.NS)),
+		rInflight:     clientv3.OpGet(InflightDir(f.NS), prefix),
+		rFailures:     clientv3.OpGet(FailuresDir(f.NS), prefix),
+		rPaced:        clientv3.OpGet(PacedDir(f.NS), prefix),
+		rStarts:       clientv3.OpGet(StartsDir(f.NS), prefix, byCreate, clientv3.WithLimit(startsRead)),
+		rStartCount:   clientv3.OpGet(StartsDir(f.NS), prefix, countOnly),
+		rWaveDone:     clientv3.OpGet(WaveDoneDir(f.NS), prefix, countOnly),
+		rQueue:        clientv3.OpGet(QueueDir(f.NS), prefix, byCreate),
+		rRulesCount:   rulesStampOps(f.NS)[0],
+		rRulesNewest:  rulesStampOps(f.NS)[1],
+		rRecordCount:  clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly),
+		rRulesIndexed: clientv3.OpGet(RulesIndexDir(f.NS), prefix, countOnly),
+	}
+	if all {
+		ops[rRecords] = clientv3.OpGet(RecordsDir(f.NS), prefix)
+		ops[rHolds] = clientv3.OpGet(HoldsDir(f.NS), prefix)
+		ops[rStarts] = clientv3.OpGet(StartsDir(f.NS), prefix, byCreate)
+		ops = append(ops, clientv3.OpGet(DoneDir(f.NS), prefix))
+	}
+	if all || f.Wave > 0 {
+		// The lower waves' completions: only a node of a later wave waits
+		// for their bake time.
+		ops[rWaveDone] = clientv3.OpGet(WaveDoneDir(f.NS), prefix)
+	}
+	sumAt := len(ops)
+	if !all {
+		ops = append(ops, summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names)...)
+	}
+	resp, err := f.Client.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return Count{}, err
+	}
+	rev := resp.Header.Revision
+	if !all && !slices.Equal(slotNamesOf(f.NS, resp.Responses[rSlots].GetResponseRange().Kvs), names) {
+		return Count{}, errSlotsMoved
+	}
+	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
+	line := kvs(rLine)
+	if !all && f.Group == "" && len(line) > 0 && nested(f.Lock, line) {
+		// The ungrouped line shares its range with the groups' lines: a
+		// limited read may have met theirs. Read its own entries whole.
+		if line, err = f.get(ctx, rev, f.Lock+"/", prefix, byCreate); err != nil {
+			return Count{}, err
+		}
+	}
+	k := f.newCounting(rev, seat)
+	k.seats(line, seat)
+	k.slots(kvs(rSlots))
+	k.records(kvs(rRecords))
+	c := k.c
+	c.Records = all
+	c.RecordCount = int(resp.Responses[rRecordCount].GetResponseRange().Count)
+	if p := kvs(rPause); len(p) > 0 {
+		c.View.Paused = ParsePause(p[0].Value)
+	}
+	c.View.Holds = ParseOverrides(HoldsDir(f.NS), kvs(rHolds))
+	c.Hold = c.View.Held(f.Node)
+	if r := ParseOverrides(RequestsDir(f.NS), kvs(rRequest)); len(r) > 0 {
+		c.Request = &r[0]
+		c.View.Requests = r
+	}
+	var rollout []*mvccpb.KeyValue
+	for _, i := range []int{rHalts, rLegacyHalt, rAck, rInflight, rFailures, rPaced, rStarts, rWaveDone} {
+		rollout = append(rollout, kvs(i)...)
+	}
+	if all {
+		rollout = append(rollout, kvs(rDone)...)
+	}
+	c.Rollout = parseRollout(f.NS, rollout)
+	c.Rollout.StartCount = int(resp.Responses[rStartCount].GetResponseRange().Count)
+	c.Tickets = parseTickets(f.NS, kvs(rQueue))
+	stamp := rulesStamp{Count: resp.Responses[rRulesCount].GetResponseRange().Count}
+	if n := kvs(rRulesNewest); len(n) > 0 {
+		stamp.Newest = n[0].ModRevision
+	}
+	if c.RuleSets, err = f.ruleSets(ctx, stamp, rev); err != nil {
+		return Count{}, err
+	}
+	unpublished := int(resp.Responses[rRulesIndexed].GetResponseRange().Count) < c.RecordCount
+	if !all && (f.Wave > 0 || f.percentages(c) || unpublished) {
+		// Waves and percentages are rules over every node: their records
+		// (and, for waves, the operators' holds), at the count's revision.
+		// So are the rules of live nodes that keep them in their record
+		// only (an older version's: fewer rules-index keys than records).
+		if err := f.readRecords(ctx, k, &c, rev); err != nil {
+			return Count{}, err
+		}
+	}
+	if !c.Records {
+		s, indexed := parseSummary(resp.Responses[sumAt:], f.Node, f.Policies.FallbackNodes, names, f.now())
+		if !indexed {
+			// Some records carry no index (an older version publishes
+			// them): the summary of the records themselves.
+			sctx, scancel := context.WithTimeout(ctx, 2*f.RPCTimeout)
+			s, _, err = summaryOfView(sctx, f.Client, f.NS, f.Node, f.Policies.FallbackNodes, f.now(), rev)
+			scancel()
+			if err != nil {
+				return Count{}, err
+			}
+		}
+		c.Summary = &s
+	}
+	if err := f.needAges(ctx, &c); err != nil {
+		return Count{}, err
+	}
+	if len(k.maxSeen) > 1 {
+		for n := range k.maxSeen {
+			c.Disagree = append(c.Disagree, n)
+		}
+		sort.Ints(c.Disagree)
+	}
+	sort.SliceStable(c.Members[1:], func(i, j int) bool { return c.Members[1+i].Node < c.Members[1+j].Node })
+	sort.SliceStable(c.Total[1:], func(i, j int) bool { return c.Total[1+i].Node < c.Total[1+j].Node })
+	return c, nil
+}
+
+// lineOp reads this node's group's line: whole for CountAll (every
+// group's), else its first entries, as many as this node's seats: a node
+// that holds a seat is among them, and so is every other holder (no entry
+// behind the first max_holders can hold one).
+func (f Fleet) lineOp(all bool) clientv3.Op {
+	byCreate := clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
+	if all {
+		return clientv3.OpGet(f.Lock+"/", clientv3.WithPrefix(), byCreate)
+	}
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), byCreate}
+	if f.Rules.MaxHolders.Percent == 0 {
+		opts = append(opts, clientv3.WithLimit(int64(max(1, f.Rules.MaxHolders.N))))
+	}
+	return clientv3.OpGet(f.SeatKey()+"/", opts...)
+}
+
+// nested reports whether any of the entries under lock/ is a group's.
+func nested(lock string, kvs []*mvccpb.KeyValue) bool {
+	for _, kv := range kvs {
+		if isNested(lock, string(kv.Key)) {
+			return true
+		}
+	}
+	return false
+}
+
+// get reads key with opts at revision rev.
+func (f Fleet) get(ctx context.Context, rev int64, key string, opts ...clientv3.OpOption) ([]*mvccpb.KeyValue, error) {
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	resp, err := f.Client.Get(rctx, key, append(opts, clientv3.WithRev(rev))...)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Kvs, nil
+}
+
+// readRecords adds every health record and hold at rev to c.
+func (f Fleet) readRecords(ctx context.Context, k *counting, c *Count, rev int64) error {
+	recs, err := f.get(ctx, rev, RecordsDir(f.NS), clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	holds, err := f.get(ctx, rev, HoldsDir(f.NS), clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	k.c = *c
+	k.c.View.Nodes = k.c.View.Nodes[:0]
+	k.records(recs)
+	*c = k.c
+	c.Records = true
+	c.View.Holds = ParseOverrides(HoldsDir(f.NS), holds)
+	return nil
+}
+
+// percentages reports whether a budget in effect for this node is a
+// percentage: its own, or one its fleet's rule sets or slots carry.
+func (f Fleet) percentages(c Count) bool {
+	pct := func(r policy.Rules) bool {
+		return r.MaxHolders.Percent > 0 || r.MaxTotal.Percent > 0 || r.MaxFailures.Percent > 0
+	}
+	if pct(f.Rules) {
+		return true
+	}
+	for _, s := range c.RuleSets {
+		if pct(s.Rules) {
+			return true
+		}
+	}
+	for _, s := range c.Slots {
+		if s.Rules != nil && pct(*s.Rules) {
+			return true
+		}
+	}
+	return false
+}
+
+// needAges fills c.NeedAge for the lower waves' nodes that still need
+// their reboot, until one is found that has not needed it for longer than
+// wave_timeout_sec (that one holds this node back anyway): a few
+// TimeToLive requests, not one per node. The age is the lease's granted
+// TTL less its remaining one, so no node's clock is read.
+func (f Fleet) needAges(ctx context.Context, c *Count) error {
+	if f.Wave == 0 || f.Rules.WaveTimeoutSec <= 0 || !c.Records {
+		return nil
+	}
+	timeout := time.Duration(f.Rules.WaveTimeoutSec) * time.Second
+	held := map[string]bool{}
+	for _, h := range c.View.Holds {
+		held[h.Node] = true
+	}
+	for _, r := range c.View.Nodes {
+		if r.Wave >= f.Wave || r.Node == f.Node || held[r.Node] || !r.RebootRequired || r.NeedsRebootLease == "" ||
+			r.State == policy.StateRebooting || r.State == policy.StatePostReboot {
+			continue
+		}
+		id, err := lock.ParseLeaseID(r.NeedsRebootLease)
+		if err != nil {
+			continue
+		}
+		rctx, cancel := f.rpc(ctx)
+		ttl, err := f.Client.TimeToLive(rctx, id)
+		cancel()
+		if err != nil {
+			return err
+		}
+		age := time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second
+		if ttl.TTL < 0 {
+			// Ended: older than any timeout it was granted for.
+			age = time.Duration(max(ttl.GrantedTTL, int64(timeout/time.Second)+1)) * time.Second
+		}
+		if c.NeedAge == nil {
+			c.NeedAge = map[string]time.Duration{}
+		}
+		c.NeedAge[r.Node] = age
+		if age <= timeout {
+			return nil
+		}
+	}
+	return nil
+}

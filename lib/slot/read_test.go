@@ -1,0 +1,161 @@
+package slot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+)
+
+// An admission's count reads what its rules decide on, bounded by the
+// budgets: not the fleet's health records (their number, and the policies'
+// summary, come from count-only reads), not the waiters behind the line's
+// holders. The same rules decide as on the whole view.
+func TestAdmissionReadsNoRecords(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	policies := func(f *Fleet) { f.Policies = config.Policies{MinHealthyAbsolute: 3} }
+	for i := range 40 {
+		r.record(r.fleet(fmt.Sprintf("n%02d", i), "", time.Minute), policy.StateIdle, false)
+	}
+	a := r.fleet("a", "", time.Minute, policies)
+	r.record(a, policy.StateNeedsReboot, true)
+	seat := r.seatOf(a, 1, true)
+	for i := range 5 { // waiters behind a's seat
+		w := r.fleet(fmt.Sprintf("w%d", i), "", time.Minute)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			if h, err := lock.Acquire(wctx, r.c, lock.Options{Key: w.SeatKey(), MaxHolders: 1, TTL: 10 * time.Second, Node: w.Node, BootID: w.BootID}); err == nil {
+				_ = h.Release(context.Background())
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	c, err := a.Count(ctx, seat.Entry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Records || len(c.View.Nodes) != 1 || c.View.Nodes[0].Node != "a" {
+		t.Fatalf("the count read %d records (all: %v), want this node's own", len(c.View.Nodes), c.Records)
+	}
+	if c.RecordCount != 41 || c.Summary == nil || c.Summary.ClusterSize != 41 || c.Summary.HealthyOthers != 40 {
+		t.Fatalf("records %d, summary %+v: want 41 counted, 40 healthy others", c.RecordCount, c.Summary)
+	}
+	all, err := a.CountAll(ctx, seat.Entry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.Decide(c), a.Decide(all); got.Admit != want.Admit || got.Policy.ClusterSize != want.Policy.ClusterSize || got.Policy.HealthyAfter != want.Policy.HealthyAfter {
+		t.Fatalf("the bounded count decides %+v, the whole view %+v", got.Policy, want.Policy)
+	}
+}
+
+// The fleet's rules come from the rules keys, which outlive their nodes'
+// records (a node gone keeps counting, the safe side), read once and then
+// kept in the cache for as long as the keys' stamp holds.
+func TestRulesKeysAndTheirCache(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	cache := &RulesCache{Path: filepath.Join(t.TempDir(), RulesCacheFile)}
+	withCache := func(f *Fleet) { f.RulesCache = cache; f.Rules.MaxHolders = config.Count(3) }
+	strict := r.fleet("strict", "", time.Minute, func(f *Fleet) { f.Rules.MaxHolders = config.Count(1) })
+	r.record(strict, policy.StateIdle, false)
+	if _, err := r.c.Delete(ctx, RecordKey(r.ns, "strict")); err != nil {
+		t.Fatal(err)
+	}
+	a := r.fleet("a", "", time.Minute, withCache)
+	c, err := a.Count(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := a.Decide(c).Rules.MaxHolders; m != 1 {
+		t.Fatalf("max_holders %d, want 1: the strict node's rules key outlives its record", m)
+	}
+	if _, err := os.Stat(cache.Path); err != nil {
+		t.Fatalf("no cache written: %v", err)
+	}
+	// While the stamp holds, the cache answers: a forged entry in it shows
+	// that the keys were not read again.
+	var d rulesCacheData
+	b, _ := os.ReadFile(cache.Path)
+	if err := json.Unmarshal(b, &d); err != nil || len(d.Sets) != 1 {
+		t.Fatalf("cache %s: %v", b, err)
+	}
+	d.Sets[0].Rules.MaxHolders = config.Count(2)
+	b, _ = json.Marshal(d)
+	if err := os.WriteFile(cache.Path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cache.data = rulesCacheData{}
+	c, _ = a.Count(ctx, "")
+	if m := a.Decide(c).Rules.MaxHolders; m != 2 {
+		t.Fatalf("max_holders %d, want the cached 2: the keys were read again", m)
+	}
+	// A rules key written moves the stamp: read again.
+	r.record(r.fleet("b", "", time.Minute, func(f *Fleet) { f.Rules.MaxHolders = config.Count(3) }), policy.StateIdle, false)
+	c, _ = a.Count(ctx, "")
+	if m := a.Decide(c).Rules.MaxHolders; m != 1 {
+		t.Fatalf("max_holders %d after a new rules key, want 1 read again", m)
+	}
+	// A rules key deleted (an operator forgot a node) lowers the count.
+	if _, err := r.c.Delete(ctx, RulesKey(r.ns, "strict")); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = a.Count(ctx, "")
+	if m := a.Decide(c).Rules.MaxHolders; m != 3 {
+		t.Fatalf("max_holders %d after the strict node's key was deleted, want 3", m)
+	}
+}
+
+// The ungrouped line shares its key range with the groups' lines: its
+// limited read falls back to the whole range when it meets a group's entry.
+func TestUngroupedLineBesideGroups(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	for i := range 3 {
+		r.seatOf(r.fleet(fmt.Sprintf("g%d", i), "rack", time.Minute), 5, true)
+	}
+	two := func(f *Fleet) { f.Rules.MaxHolders = config.Count(2) }
+	p := r.fleet("plain", "", time.Minute, two)
+	r.seatOf(p, 2, false)
+	a := r.fleet("a", "", time.Minute, two)
+	seat := r.seatOf(a, 2, true)
+	c, err := a.Count(ctx, seat.Entry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Nodes(); len(got) != 2 || got[0] != "a" || got[1] != "plain" {
+		t.Fatalf("present %v, want a and the plain seat (not the group's seats)", got)
+	}
+}
+
+// A live node of an older version keeps its rules in its record only (no
+// rules key, no rules-index key): the admission notices it from the counts
+// and reads the records, so its stricter rules still count.
+func TestOlderRecordsRulesStillCount(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	rules := policy.Rules{MaxHolders: config.Count(1)}
+	rec := policy.NodeRecord{Node: "old", State: policy.StateIdle, Lock: r.ns + "lock", BootID: "boot-old", Rules: &rules, V: 2}
+	b, _ := json.Marshal(rec)
+	r.put(RecordKey(r.ns, "old"), string(b), 0)
+	a := r.fleet("a", "", time.Minute, func(f *Fleet) { f.Rules.MaxHolders = config.Count(3) })
+	c, err := a.Count(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Records {
+		t.Fatal("a record without its rules key was not read")
+	}
+	if m := a.Decide(c).Rules.MaxHolders; m != 1 {
+		t.Fatalf("max_holders %d, want the older node's 1", m)
+	}
+}
