@@ -274,7 +274,6 @@ func Free(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID) error
 	return err
 }
 
-
 // Describe names a count's members for a log line: node(via).
 func (c Count) Describe() string {
 	parts := make([]string, 0, len(c.Members))

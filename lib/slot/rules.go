@@ -130,13 +130,6 @@ func rulesStampOps(ns string) []clientv3.Op {
 	}
 }
 
-func parseRulesStamp(count *clientv3.GetResponse, newest []*mvccpb.KeyValue) rulesStamp {
-	s := rulesStamp{Count: count.Count}
-	if len(newest) > 0 {
-		s.Newest = newest[0].ModRevision
-	}
-	return s
-}
 
 // ruleSets are the distinct rule sets of the rules keys at rev: from the
 // cache when the stamp matches, else read (and cached).
