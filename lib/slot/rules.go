@@ -130,7 +130,6 @@ func rulesStampOps(ns string) []clientv3.Op {
 	}
 }
 
-
 // ruleSets are the distinct rule sets of the rules keys at rev: from the
 // cache when the stamp matches, else read (and cached).
 func (f Fleet) ruleSets(ctx context.Context, s rulesStamp, rev int64) ([]NodeRules, error) {
