@@ -12,6 +12,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // silences is this node's configured silence (nil: none configured). The
@@ -25,18 +26,10 @@ func (s *session) silences() (*silence.Node, error) {
 	return n, err
 }
 
-// slotEnd is when the slot's lease runs out, on this node's clock and never
-// later: the time before asking etcd plus the whole seconds it says are
-// left. When etcd cannot say, the configured TTL less one request's time
-// from now.
+// slotEnd is when the slot's lease runs out (lib/slot Ends, as every entry
+// point's silence computes it).
 func (s *session) slotEnd(ctx context.Context, lease clientv3.LeaseID) time.Time {
-	before := s.w.now()
-	rctx, cancel := s.rpcCtx(ctx)
-	defer cancel()
-	if resp, err := s.client.TimeToLive(rctx, lease); err == nil && resp.TTL > 0 {
-		return before.Add(time.Duration(resp.TTL) * time.Second)
-	}
-	return before.Add(secs(s.cfg.RebootSlotTTLSec) - s.rpc)
+	return slot.Ends(ctx, s.client, lease, secs(s.cfg.RebootSlotTTLSec), s.rpc, s.w.now)
 }
 
 // silenceSlot creates (or, on a retried cycle, updates) this node's

@@ -184,16 +184,17 @@ func refusal(rule string, code exitcode.Code, format string, args ...any) error 
 	return v.Err()
 }
 
-// Ends is when the slot's lease runs out, never later: the time before
-// asking etcd plus the whole seconds left (the configured TTL less a second
-// when etcd cannot say within timeout). What a silence of the reboot ends
-// with (docs/silences.md), for every entry point.
-func Ends(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, ttl, timeout time.Duration) time.Time {
-	before := time.Now()
+// Ends is when the slot's lease runs out, on now's clock and never later:
+// the time before asking etcd plus the whole seconds it says are left;
+// when etcd cannot say within timeout, the configured TTL less that
+// timeout from now. What a silence of the reboot ends with
+// (docs/silences.md), for every entry point.
+func Ends(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, ttl, timeout time.Duration, now func() time.Time) time.Time {
+	before := now()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if resp, err := c.TimeToLive(rctx, lease); err == nil && resp.TTL > 0 {
 		return before.Add(time.Duration(resp.TTL) * time.Second)
 	}
-	return before.Add(ttl - time.Second)
+	return before.Add(ttl - timeout)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence"
 	"github.com/clusterrebootd/clusterrebootd/lib/silence/record"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // The pipeline's silences (docs/silences.md), as the daemon's cluster step
@@ -21,17 +22,10 @@ import (
 // the boot. A failure is logged and reported in the JSON; it stops COMMAND
 // only with silences.required.
 
-// slotEnd is when lease runs out, never later: the time before asking etcd
-// plus the whole seconds left (the configured TTL less a second when etcd
-// cannot say).
-func slotEnd(ctx context.Context, client *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration) time.Time {
-	before := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if resp, err := client.TimeToLive(rctx, lease); err == nil && resp.TTL > 0 {
-		return before.Add(time.Duration(resp.TTL) * time.Second)
-	}
-	return before.Add(ttl - time.Second)
+// slotEnd is when lease runs out (lib/slot Ends, as every entry point's
+// silence computes it), bounded by the configuration's request timeout.
+func slotEnd(ctx context.Context, client *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, rpc time.Duration) time.Time {
+	return slot.Ends(ctx, client, lease, ttl, rpc, time.Now)
 }
 
 // silence creates (or updates) the node's silence for the slot just taken.
@@ -43,7 +37,7 @@ func (r *rebootSlot) silence(ctx context.Context, cfg config.Config, token int64
 	r.silences = &protocol.SilenceReport{}
 	errs := []error{err}
 	if err == nil {
-		rec, e := n.Ensure(ctx, silence.Slot{Key: r.held.Key, FencingToken: token, EndsAt: slotEnd(ctx, r.client, r.lease, r.fleet.TTL)})
+		rec, e := n.Ensure(ctx, silence.Slot{Key: r.held.Key, FencingToken: token, EndsAt: slotEnd(ctx, r.client, r.lease, r.fleet.TTL, r.fleet.RPCTimeout)})
 		r.silences.IDs, errs = rec.IDs(), e
 		if len(rec.Silences) > 0 {
 			r.log.Info("alerts of this node silenced while it reboots", "silence_ids", strings.Join(r.silences.IDs, ","))
@@ -69,7 +63,7 @@ func (r *rebootSlot) extendSilence() {
 	if r.sil == nil {
 		return
 	}
-	if _, errs := r.sil.Extend(context.Background(), silence.Slot{EndsAt: slotEnd(context.Background(), r.client, r.lease, r.fleet.TTL)}); len(errs) > 0 {
+	if _, errs := r.sil.Extend(context.Background(), silence.Slot{EndsAt: slotEnd(context.Background(), r.client, r.lease, r.fleet.TTL, r.fleet.RPCTimeout)}); len(errs) > 0 {
 		r.log.Warn("the silence could not be extended with the reboot slot; it ends a little earlier", "error", strings.Join(errorLines(errs), "; "))
 	}
 }
@@ -109,7 +103,7 @@ func completeSilences(ctx context.Context, cfg config.Config, client *clientv3.C
 	if _, ok, _ := record.ReadRecord(cfg.StateDir); !ok || n == nil {
 		return nil
 	}
-	rec, errs := n.Extend(ctx, silence.Slot{EndsAt: slotEnd(ctx, client, lease, time.Duration(cfg.RebootSlotTTLSec)*time.Second)})
+	rec, errs := n.Extend(ctx, silence.Slot{EndsAt: slotEnd(ctx, client, lease, time.Duration(cfg.RebootSlotTTLSec)*time.Second, time.Duration(max(cfg.EtcdDialTimeoutSec, 1))*time.Second)})
 	rep := &protocol.SilenceReport{IDs: rec.IDs(), CreateFailures: len(errs), Errors: errorLines(errs)}
 	if len(errs) > 0 {
 		log.Warn("the silence could not be extended with the kept reboot slot; it ends by itself", "error", strings.Join(rep.Errors, "; "))
