@@ -173,3 +173,28 @@ _waits_or_down() { (($(sim_count_event "$1" slot_waiting) >= 1 || $(sim_downs) >
 	assert_output --partial "never more than 1 down at once: OK"
 	assert_skew n2 "$(offset_sec)"
 }
+
+@test "skew: how long a lower wave has needed its reboot is etcd's measure, not its clock" {
+	# n2, a canary (wave 0) whose clock is 5 hours behind, needs a reboot but
+	# its kill switch keeps it from taking one: it holds wave 1 back until it
+	# has needed its reboot for longer than wave_timeout_sec (an hour). Its
+	# needs_reboot_since, written by its clock, says 5 hours ago: a rule that
+	# compared clocks let n1 (wave 1) go at once. The needs lease etcd ages
+	# says a few seconds.
+	SIM_BIN_DIR=$SKEW_BIN SIM_NODE_ENV="CRD_TEST_CLOCK_OFFSET=-5h" sim_node_add n2 "rollout: {wave: 0, wave_timeout_sec: 3600}"
+	sim_node_add n1 "rollout: {wave: 1, wave_timeout_sec: 3600}"
+	touch "$(sim_node_dir n2)/disable"
+	sim_need_reboot n1 n2
+	sim_start n2 n1
+	_sim_wait 20 grep -q '"reason":"wave"' "$(sim_log n1)"
+	grep '"reason":"wave"' "$(sim_log n1)" | grep -q 'n2 (wave 0'
+	sleep 5
+	assert_equal "$(sim_downs)" 0
+	# n2's record says since 5 hours ago (its clock) and names its needs lease.
+	run -0 sim_status n1
+	local since lease
+	since=$(jq -r '.view.nodes[] | select(.node == "n2") | .needs_reboot_since' <<<"$output")
+	lease=$(jq -r '.view.nodes[] | select(.node == "n2") | .needs_reboot_lease // ""' <<<"$output")
+	(($(date -u +%s) - $(date -u -d "$since" +%s) > 4 * 3600)) || fail "n2's needs_reboot_since $since is not hours behind"
+	[[ -n "$lease" ]] || fail "n2's record names no needs lease"
+}

@@ -142,20 +142,21 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 // nodes, given the nodes that hold slots (read before): count-only ranges
 // and single keys, for one transaction with other reads (the admission's
 // count). parseSummary turns their responses into the Summary.
-func summaryOps(ns, self string, fallbacks, slots []string) []clientv3.Op {
-	countOnly := clientv3.WithCountOnly()
+// rev, when not 0, reads them at that revision.
+func summaryOps(ns, self string, fallbacks, slots []string, rev int64) []clientv3.Op {
+	countOnly, at := clientv3.WithCountOnly(), clientv3.WithRev(rev)
 	ops := []clientv3.Op{
-		clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly),
-		clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly),
-		clientv3.OpGet(UpDir(ns), clientv3.WithPrefix(), countOnly),
-		clientv3.OpGet(RecordKey(ns, self), countOnly),
-		clientv3.OpGet(UpDir(ns)+self, countOnly),
+		clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly, at),
+		clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly, at),
+		clientv3.OpGet(UpDir(ns), clientv3.WithPrefix(), countOnly, at),
+		clientv3.OpGet(RecordKey(ns, self), countOnly, at),
+		clientv3.OpGet(UpDir(ns)+self, countOnly, at),
 	}
 	for _, f := range fallbacks {
-		ops = append(ops, clientv3.OpGet(UpDir(ns)+f, countOnly))
+		ops = append(ops, clientv3.OpGet(UpDir(ns)+f, countOnly, at))
 	}
 	for _, n := range slots {
-		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), countOnly), clientv3.OpGet(UpDir(ns)+n, countOnly))
+		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), countOnly, at), clientv3.OpGet(UpDir(ns)+n, countOnly, at))
 	}
 	return ops
 }

@@ -70,13 +70,11 @@ const (
 	rDone
 )
 
-// errSlotsMoved: a slot was taken between count's two reads; count again.
-var errSlotsMoved = errors.New("slot: a slot was taken while counting")
-
 // count reads in two transactions: the names of the nodes holding slots,
 // then everything at one revision, the summary's reads of those nodes
-// included; a slot taken in between, or a compaction that overtook a read
-// of the count's revision, makes it count again.
+// included (when a slot was taken in between, the summary's reads of the
+// slots found are made again at the count's revision). A compaction that
+// overtook a read of the count's revision makes it count again.
 func (f Fleet) count(ctx context.Context, seat string, all bool) (Count, error) {
 	var err error
 	for range 10 {
@@ -86,7 +84,7 @@ func (f Fleet) count(ctx context.Context, seat string, all bool) (Count, error) 
 		}
 		var c Count
 		c, err = f.countOnce(ctx, seat, all, names)
-		if errors.Is(err, errSlotsMoved) || errors.Is(err, rpctypes.ErrCompacted) {
+		if errors.Is(err, rpctypes.ErrCompacted) {
 			continue
 		}
 		return c, err
@@ -155,15 +153,25 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	}
 	sumAt := len(ops)
 	if !all {
-		ops = append(ops, summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names)...)
+		ops = append(ops, summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, 0)...)
 	}
 	resp, err := f.Client.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
 		return Count{}, err
 	}
 	rev := resp.Header.Revision
-	if !all && !slices.Equal(slotNamesOf(f.NS, resp.Responses[rSlots].GetResponseRange().Kvs), names) {
-		return Count{}, errSlotsMoved
+	sums := resp.Responses[sumAt:]
+	if found := slotNamesOf(f.NS, resp.Responses[rSlots].GetResponseRange().Kvs); !all && !slices.Equal(found, names) {
+		// A slot was taken (or freed) between the two reads: the summary's
+		// per-slot reads again, for the slots found, at the count's revision.
+		names = found
+		sctx, scancel := f.rpc(ctx)
+		sresp, err := f.Client.Txn(sctx).Then(summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, rev)...).Commit()
+		scancel()
+		if err != nil {
+			return Count{}, err
+		}
+		sums = sresp.Responses
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
 	line := kvs(rLine)
@@ -218,7 +226,7 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 		}
 	}
 	if !c.Records {
-		s, indexed := parseSummary(resp.Responses[sumAt:], f.Node, f.Policies.FallbackNodes, names, f.now())
+		s, indexed := parseSummary(sums, f.Node, f.Policies.FallbackNodes, names, f.now())
 		if !indexed {
 			// Some records carry no index (an older version publishes
 			// them): the summary of the records themselves.
