@@ -228,11 +228,11 @@ func (c *checker) beforeTake(rev int64, ev Event, s slotView) {
 		c.violate(InvBudget, rev, "%s took a slot while the rollout was halted (%s)", s.Node, h)
 	}
 	if counted, spent := m.spent(s.Group); spent {
-		a := m.ack()
 		var reused []string
+		var at int64
 		for _, f := range counted {
-			if a.names(f.id) {
-				reused = append(reused, f.id)
+			if a := m.namedBefore(f); a != nil {
+				reused, at = append(reused, f.id), a.written
 			}
 		}
 		detail := fmt.Sprintf("%s took a slot while %d failure(s) reached max_failures %d and no resume acknowledged them: %s%s",
@@ -240,7 +240,7 @@ func (c *checker) beforeTake(rev int64, ev Event, s slotView) {
 		known := ""
 		if len(reused) > 0 {
 			detail += fmt.Sprintf("; the resume at revision %d had acknowledged %s, an earlier failure of that name, before this one happened (%s)",
-				a.written, strings.Join(reused, ", "), KnownReusedName)
+				at, strings.Join(reused, ", "), KnownReusedName)
 			if len(counted)-len(reused) < m.r.MaxFailures {
 				known = KnownReusedName
 			}

@@ -147,6 +147,10 @@ func TestCheckerAcknowledgements(t *testing.T) {
 	// The loss named by the resume after it: b may go.
 	h.take("b", "", 0xb1)
 	want(t, rules(3, 1), h, nil)
+	// A later resume that no longer finds a's failure (its record gone)
+	// does not un-acknowledge it.
+	h.txn(h.del("rollout/inflight/a")).txn(h.put("rollout/ack", `{"acknowledged":[],"v":3}`, 0)).take("c", "", 0xc1)
+	want(t, rules(3, 1), h, nil)
 	// b lost after the resume: a failure the resume cannot have named.
 	lost := newHist().take("a", "", 0xa1)
 	lost.txn(lost.del("rebooting/a")).txn(lost.put("rollout/ack", fmt.Sprintf(`{"acknowledged":["a/%d"],"v":3}`, lost.createdOf("rollout/inflight/a")), 0))

@@ -227,6 +227,39 @@ func sortedNames(names []string) []string {
 	return out
 }
 
+// clean removes what the run left in etcd once its history is read: the
+// namespace's keys, the leases of the run (those the schedule met and
+// those of its keys), and the revisions before now (compacted), so that a
+// long exploration on one etcd does not slow down as it goes.
+func (w *World) clean(ctx context.Context) error {
+	resp, err := w.Client.Get(ctx, w.NS, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return fmt.Errorf("robustness: cleaning up %s: %w", w.NS, err)
+	}
+	leases := map[int64]bool{}
+	for _, kv := range resp.Kvs {
+		if kv.Lease != 0 {
+			leases[kv.Lease] = true
+		}
+	}
+	w.names.mu.Lock()
+	for id := range w.names.leases {
+		leases[id] = true
+	}
+	w.names.mu.Unlock()
+	for id := range leases {
+		_, _ = w.Client.Revoke(ctx, clientv3.LeaseID(id)) // gone already: fine
+	}
+	del, err := w.Client.Delete(ctx, w.NS, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("robustness: cleaning up %s: %w", w.NS, err)
+	}
+	if _, err := w.Client.Compact(ctx, del.Header.Revision); err != nil {
+		return fmt.Errorf("robustness: compacting etcd after the run in %s: %w", w.NS, err)
+	}
+	return nil
+}
+
 // doomKey dooms the lease of the slot at key (a FleetLock client that went
 // down never to return: its server took the slot).
 func (w *World) doomKey(key string) {

@@ -20,8 +20,9 @@ type model struct {
 	// lastChange is the last revision a slot or an in-flight record changed.
 	lastChange int64
 	// lost are the reboots whose in-flight record lost its slot, in the
-	// order seen.
+	// order seen; acks are the resumes' acknowledgements.
 	lost []*loss
+	acks []ackView
 	// notes say what the checker saw that breaks nothing.
 	notes []string
 }
@@ -32,7 +33,7 @@ type model struct {
 type loss struct {
 	// id is the failure's name in an acknowledgement: <node>/<the in-flight
 	// record's create revision>. lease is the slot lease the record named.
-	id, node, group, lease, via string
+	id, node, group, lease, via, boot string
 	// at is the revision the record was first seen without its slot.
 	at      int64
 	started bool
@@ -47,6 +48,9 @@ func newModel(r Rules) *model {
 }
 
 func (m *model) apply(ev Event) {
+	if !ev.Delete && ev.Key == m.r.NS+"rollout/ack" {
+		m.noteAck(ev.Value, ev.Revision)
+	}
 	if ev.Delete {
 		delete(m.kvs, ev.Key)
 		delete(m.holderSince, ev.Key)
@@ -144,10 +148,16 @@ type failure struct {
 func (m *model) failures() []failure {
 	var out []failure
 	for _, l := range m.lost {
-		if !l.withdrawn {
-			out = append(out, failure{id: l.id, node: l.node, group: l.group, at: l.at,
-				what: fmt.Sprintf("%s's slot (lease %s) was lost at revision %d", l.node, l.lease, l.at)})
+		if l.withdrawn {
+			continue
 		}
+		what := fmt.Sprintf("%s's slot (lease %s) was lost at revision %d", l.node, l.lease, l.at)
+		for _, r := range m.records() {
+			if r.Node == l.node && r.BootID != "" && r.BootID == l.boot {
+				what += fmt.Sprintf(" (its health record still names that boot, state %s)", r.State)
+			}
+		}
+		out = append(out, failure{id: l.id, node: l.node, group: l.group, at: l.at, what: what})
 	}
 	fdir := m.r.NS + "rollout/failures/"
 	for _, k := range m.under(fdir) {
@@ -190,7 +200,7 @@ func (m *model) orphans(rev int64) {
 			seen = seen || (l.id == in.id() && l.lease == in.LeaseID)
 		}
 		if !seen {
-			m.lost = append(m.lost, &loss{id: in.id(), node: in.Node, group: in.Group, lease: in.LeaseID, via: in.Via, at: rev, started: in.Started})
+			m.lost = append(m.lost, &loss{id: in.id(), node: in.Node, group: in.Group, lease: in.LeaseID, via: in.Via, boot: in.BootID, at: rev, started: in.Started})
 		}
 	}
 }
@@ -215,7 +225,7 @@ func (m *model) withdraw(ev Event, rev int64) {
 	}
 }
 
-// ackView is the last resume's acknowledgement.
+// ackView is a resume's acknowledgement.
 type ackView struct {
 	Revision     int64    `json:"revision"`
 	Acknowledged []string `json:"acknowledged"`
@@ -224,17 +234,38 @@ type ackView struct {
 	written int64
 }
 
-func (m *model) ack() *ackView {
-	kv, ok := m.kvs[m.r.NS+"rollout/ack"]
-	if !ok {
-		return nil
-	}
+// noteAck records a resume's acknowledgement, written at rev.
+func (m *model) noteAck(value []byte, rev int64) {
 	var a ackView
-	if json.Unmarshal(kv.Value, &a) != nil {
-		return nil
+	if json.Unmarshal(value, &a) == nil {
+		a.written = rev
+		m.acks = append(m.acks, a)
 	}
-	a.written = kv.ModRevision
-	return &a
+}
+
+// acked reports whether a resume acknowledged f: one written after f
+// happened that names it. Each resume names every failure it finds, those
+// acknowledged before included, so an acknowledgement lasts; a failure
+// that happens after a resume is not covered by it, whatever its name.
+func (m *model) acked(f failure) bool {
+	for i := range m.acks {
+		if m.acks[i].acks(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// namedBefore is the last resume that named id before f happened (nil:
+// none): a later failure under an acknowledged name.
+func (m *model) namedBefore(f failure) *ackView {
+	var out *ackView
+	for i := range m.acks {
+		if a := &m.acks[i]; a.written < f.at && a.names(f.id) {
+			out = a
+		}
+	}
+	return out
 }
 
 // names reports whether a names the failure id.
@@ -262,14 +293,12 @@ func (a *ackView) acks(f failure) bool {
 }
 
 // spent is the failure budget of group's scope: the distinct nodes with a
-// failure the last resume did not acknowledge, and whether they reach
-// max_failures.
+// failure no resume acknowledged, and whether they reach max_failures.
 func (m *model) spent(group string) ([]failure, bool) {
-	a := m.ack()
 	nodes := map[string]bool{}
 	var counted []failure
 	for _, f := range m.failures() {
-		if a.acks(f) || (m.r.GroupScope && f.group != group) || nodes[f.node] {
+		if m.acked(f) || (m.r.GroupScope && f.group != group) || nodes[f.node] {
 			continue
 		}
 		nodes[f.node] = true
@@ -394,6 +423,7 @@ func (m *model) tickets() []ticketView {
 // recordView is a health record.
 type recordView struct {
 	Node      string `json:"node"`
+	State     string `json:"state"`
 	BootID    string `json:"boot_id"`
 	MachineID string `json:"machine_id"`
 }

@@ -116,6 +116,9 @@ func Run(ctx context.Context, endpoint, ns string, sc Scenario) (*Report, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := world.clean(ctx); err != nil {
+		return nil, err
+	}
 	rep.Violations, rep.Stats = Check(rep.Rules, rep.Events, rep.Attempts, rep.Takes)
 	return rep, nil
 }
