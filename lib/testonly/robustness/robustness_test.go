@@ -66,7 +66,7 @@ func TestRobustness(t *testing.T) {
 		rep := runSeed(t, Generate(seed), "a")
 		stats, steps = stats.Add(rep.Stats), steps+rep.Steps
 		if verbose {
-			t.Logf("%s\nschedule:\n%s", rep.Summary(), rep.Trace)
+			t.Logf("seed %d, %d steps: %s\nschedule:\n%s", seed, rep.Steps, rep.Scenario, rep.Trace)
 			for _, n := range Notes(rep.Rules, rep.Events) {
 				t.Logf("note: %s", n)
 			}
