@@ -1,0 +1,365 @@
+package robustness
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Rules are what the checker holds a history to: the namespace and the
+// lock, and the budgets every node of the run was configured with.
+type Rules struct {
+	// NS is the namespace ("/…/"), Lock the lock key (without a group).
+	NS, Lock string
+	// MaxHolders is max_holders of every group, MaxTotal
+	// max_holders_total (0: none), MaxFailures max_failures (0: off).
+	MaxHolders, MaxTotal, MaxFailures int
+	// GroupScope: failure_scope group (else fleet).
+	GroupScope bool
+}
+
+// The invariants the checker asserts.
+const (
+	// InvMaxHolders: never more than max_holders slots in a group.
+	InvMaxHolders = "max_holders"
+	// InvMaxTotal: never more than max_holders_total slots in the fleet.
+	InvMaxTotal = "max_holders_total"
+	// InvBusy: a slot is taken only while its group's slots and the plain
+	// seats that held the lock since before its count stay within
+	// max_holders.
+	InvBusy = "max_holders with plain seats"
+	// InvBudget: no slot while the failures of its scope (losses and
+	// failure records, one per node, less those a resume acknowledged by
+	// name after they happened) reach max_failures, or while a halt stands.
+	InvBudget = "failure budget"
+	// InvPause: no slot while reboots are paused.
+	InvPause = "pause"
+	// InvHold: no slot for a held node.
+	InvHold = "hold"
+	// InvOneMachine: a slot is never taken over by another boot or machine
+	// of its name.
+	InvOneMachine = "one machine per name"
+	// InvLiveness: a candidate whom nothing holds back is admitted when it
+	// asks.
+	InvLiveness = "liveness"
+)
+
+// Violation is an invariant the history breaks.
+type Violation struct {
+	Invariant string
+	// Revision is where it breaks.
+	Revision int64
+	// Detail says what is wrong, Excerpt is the history up to it.
+	Detail, Excerpt string
+	// Known names the known defect that explains it (KnownReusedName),
+	// "" for any other.
+	Known string
+}
+
+// KnownReusedName is a defect of lib/slot at 0b9ae7d: a take overwrites
+// its node's in-flight record in place, so the record keeps the create
+// revision of an earlier reboot of that name whose slot was lost; a loss
+// is named <node>/<that revision>, and a resume that acknowledged the
+// earlier loss acknowledges the later one too. The failure budget misses
+// it (TestKnownDefectReusedFailureName).
+const KnownReusedName = "a later loss under an acknowledged name (the in-flight record keeps its create revision)"
+
+// String is the violation as a failing run prints it.
+func (v Violation) String() string {
+	return fmt.Sprintf("VIOLATION of %q at revision %d: %s\n  etcd's history up to it:\n%s", v.Invariant, v.Revision, v.Detail, v.Excerpt)
+}
+
+// checker walks a history revision by revision.
+type checker struct {
+	m      *model
+	events []Event
+	takes  []Take
+	out    []Violation
+	stats  Stats
+	judged map[string]bool
+}
+
+// Stats say what a history holds: how much of the rules it exercised.
+type Stats struct {
+	// Takes are slots taken, Completions slots freed with their in-flight
+	// record, Losses reboots lost (slots ended while their record lived),
+	// Halts halts recorded, Resumes acknowledgements written, Judged the
+	// admissions judged for liveness (those not admitted).
+	Takes, Completions, Losses, Halts, Resumes, Judged int
+}
+
+// Add sums two stats.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes, s.Judged + o.Judged}
+}
+
+// String is the stats in one line.
+func (s Stats) String() string {
+	return fmt.Sprintf("%d takes, %d completions, %d losses, %d halts, %d resumes, %d refusals judged for liveness",
+		s.Takes, s.Completions, s.Losses, s.Halts, s.Resumes, s.Judged)
+}
+
+// Check replays events (a namespace's history, in revision order) and
+// returns the invariants they break; attempts (the candidates' admissions
+// and the revisions they counted at) are judged for liveness on the way.
+// takes (the count each take was decided on) only explain a violation.
+func Check(r Rules, events []Event, attempts []Attempt, takes []Take) ([]Violation, Stats) {
+	c := &checker{m: newModel(r), events: events, takes: takes, judged: map[string]bool{}}
+	att := append([]Attempt(nil), attempts...)
+	sort.SliceStable(att, func(i, j int) bool { return att[i].Revision < att[j].Revision })
+	next := 0
+	for i := 0; i < len(events); {
+		rev := events[i].Revision
+		j := i
+		for j < len(events) && events[j].Revision == rev {
+			j++
+		}
+		for next < len(att) && att[next].Revision < rev {
+			c.live(att[next])
+			next++
+		}
+		c.revision(rev, events[i:j])
+		i = j
+	}
+	for ; next < len(att); next++ {
+		c.live(att[next])
+	}
+	c.stats.Losses = len(c.m.lost)
+	return c.out, c.stats
+}
+
+// Notes are what the checker saw that breaks nothing but is worth a line
+// (a loss given back by its node).
+func Notes(r Rules, events []Event) []string {
+	c := &checker{m: newModel(r), events: events}
+	for i := 0; i < len(events); {
+		j := i
+		for j < len(events) && events[j].Revision == events[i].Revision {
+			j++
+		}
+		c.revision(events[i].Revision, events[i:j])
+		i = j
+	}
+	return c.m.notes
+}
+
+func (c *checker) violate(inv string, rev int64, format string, args ...any) {
+	c.out = append(c.out, Violation{Invariant: inv, Revision: rev, Detail: fmt.Sprintf(format, args...),
+		Excerpt: excerpt(c.events, c.m.r.NS, rev-12, rev)})
+}
+
+// revision applies one revision's events (one transaction's) and checks
+// them.
+func (c *checker) revision(rev int64, evs []Event) {
+	m := c.m
+	slotDir := m.slotDir()
+	since := m.lastChange
+	type take struct {
+		ev    Event
+		slot  slotView
+		plain map[string]string
+	}
+	var takes []take
+	for _, ev := range evs {
+		if ev.Delete || !strings.HasPrefix(ev.Key, slotDir) || (ev.Prev != nil && ev.Prev.Lease == ev.Lease) {
+			continue
+		}
+		s := readSlot(ev.Key, KV{Value: ev.Value, Lease: ev.Lease, CreateRevision: ev.CreateRevision}, m.r.NS)
+		c.stats.Takes++
+		c.beforeTake(rev, ev, s)
+		takes = append(takes, take{ev: ev, slot: s, plain: m.plainHolders(s.Group, since)})
+	}
+	changed := false
+	slotsGone, recordsGone := map[string]bool{}, map[string]bool{}
+	for _, ev := range evs {
+		switch {
+		case ev.Delete && strings.HasPrefix(ev.Key, slotDir):
+			slotsGone[strings.TrimPrefix(ev.Key, slotDir)] = true
+		case ev.Delete && strings.HasPrefix(ev.Key, m.inflightDir()):
+			recordsGone[strings.TrimPrefix(ev.Key, m.inflightDir())] = true
+		case !ev.Delete && ev.Prev == nil && (strings.HasPrefix(ev.Key, m.r.NS+"rollout/halts/") || ev.Key == m.r.NS+"rollout/halted"):
+			c.stats.Halts++
+		case !ev.Delete && ev.Key == m.r.NS+"rollout/ack":
+			c.stats.Resumes++
+		}
+		m.apply(ev)
+		if strings.HasPrefix(ev.Key, slotDir) || (!ev.Delete && strings.HasPrefix(ev.Key, m.inflightDir())) {
+			changed = true
+		}
+	}
+	for _, t := range takes {
+		c.busy(rev, t.slot, t.plain)
+	}
+	for node := range slotsGone {
+		if recordsGone[node] {
+			c.stats.Completions++
+		}
+	}
+	for _, ev := range evs {
+		if ev.Delete && strings.HasPrefix(ev.Key, m.inflightDir()) {
+			m.withdraw(ev, rev)
+		}
+	}
+	m.orphans(rev)
+	m.markHolders(rev)
+	c.counts(rev)
+	if changed {
+		m.lastChange = rev
+	}
+}
+
+// beforeTake checks a slot being taken at rev against the state before it.
+func (c *checker) beforeTake(rev int64, ev Event, s slotView) {
+	m := c.m
+	if ev.Prev != nil {
+		p := readSlot(ev.Key, *ev.Prev, m.r.NS)
+		if p.BootID != s.BootID || p.MachineID != s.MachineID {
+			c.violate(InvOneMachine, rev, "the slot of %s (boot %s, machine %s) was taken over by boot %s, machine %s: two machines of one name both hold a reboot",
+				s.Node, p.BootID, p.MachineID, s.BootID, s.MachineID)
+		}
+	}
+	if m.paused() {
+		c.violate(InvPause, rev, "%s took a slot while reboots were paused (<ns>disable)", s.Node)
+	}
+	if m.held(s.Node) {
+		c.violate(InvHold, rev, "%s took a slot while it was held (<ns>holds/%s)", s.Node, s.Node)
+	}
+	if h := m.halt(s.Group); h != "" {
+		c.violate(InvBudget, rev, "%s took a slot while the rollout was halted (%s)", s.Node, h)
+	}
+	if counted, spent := m.spent(s.Group); spent {
+		var reused []string
+		var at int64
+		for _, f := range counted {
+			if a := m.namedBefore(f); a != nil {
+				reused, at = append(reused, f.id), a.written
+			}
+		}
+		detail := fmt.Sprintf("%s took a slot while %d failure(s) reached max_failures %d and no resume acknowledged them: %s%s",
+			s.Node, len(counted), m.r.MaxFailures, describeFailures(counted), c.countedAt(rev, counted))
+		known := ""
+		if len(reused) > 0 {
+			detail += fmt.Sprintf("; the resume at revision %d had acknowledged %s, an earlier failure of that name, before this one happened (%s)",
+				at, strings.Join(reused, ", "), KnownReusedName)
+			if len(counted)-len(reused) < m.r.MaxFailures {
+				known = KnownReusedName
+			}
+		}
+		c.out = append(c.out, Violation{Invariant: InvBudget, Revision: rev, Detail: detail, Known: known,
+			Excerpt: excerpt(c.events, c.m.r.NS, rev-12, rev)})
+	}
+}
+
+// countedAt says when the take at rev was decided, against the failures
+// it missed: one after its count went unseen between its count and its
+// take; one before it was seen and not counted.
+func (c *checker) countedAt(rev int64, fs []failure) string {
+	for _, t := range c.takes {
+		if t.Revision != rev {
+			continue
+		}
+		var after, before []string
+		for _, f := range fs {
+			if f.at > t.Count {
+				after = append(after, f.node)
+			} else {
+				before = append(before, f.node)
+			}
+		}
+		s := fmt.Sprintf("; %s decided on its count at revision %d", t.Actor, t.Count)
+		if len(after) > 0 {
+			s += ": the loss of " + strings.Join(after, ", ") + " came between its count and its take, and the take did not see it"
+		}
+		if len(before) > 0 {
+			s += ": its count saw the failure of " + strings.Join(before, ", ") + " and did not count it"
+		}
+		return s
+	}
+	return ""
+}
+
+// plainHolders are the seats of group's line without the candidate mark
+// that have held the lock since rev or before (a count after rev saw them),
+// by machine.
+func (m *model) plainHolders(group string, rev int64) map[string]string {
+	out := map[string]string{}
+	for _, s := range m.seats() {
+		if s.line == m.lineOf(group) && s.holder && !s.candidate() && m.holderSince[s.key] > 0 && m.holderSince[s.key] <= rev {
+			out[s.Node+"|"+s.BootID] = fmt.Sprintf("%s (plain seat %s)", s.Node, strings.TrimPrefix(s.key, m.r.NS))
+		}
+	}
+	return out
+}
+
+// busy checks that, with the slot taken at rev, the group's slots and the
+// plain seats that held the lock before its count stay within max_holders
+// (slots alone over it are InvMaxHolders).
+func (c *checker) busy(rev int64, s slotView, plain map[string]string) {
+	m := c.m
+	who := map[string]string{}
+	for _, x := range m.slots() {
+		if x.counts(s.Group) {
+			who[x.Node+"|"+x.BootID] = x.Node + " (slot)"
+		}
+	}
+	for k, v := range plain {
+		if _, ok := who[k]; !ok {
+			who[k] = v
+		}
+	}
+	if len(who) > m.r.MaxHolders && len(plain) > 0 {
+		c.violate(InvBusy, rev, "%s took a slot of %s with %d busy at max_holders %d: %s", s.Node, groupName(s.Group), len(who), m.r.MaxHolders, describe(who))
+	}
+}
+
+// counts checks the slots at rev against max_holders and max_holders_total.
+func (c *checker) counts(rev int64) {
+	m := c.m
+	slots := m.slots()
+	groups := map[string]bool{"": true}
+	for _, s := range slots {
+		groups[s.Group] = true
+	}
+	for g := range groups {
+		var in []string
+		for _, s := range slots {
+			if s.counts(g) {
+				in = append(in, s.Node)
+			}
+		}
+		if len(in) > m.r.MaxHolders {
+			c.violate(InvMaxHolders, rev, "%d slots in %s at max_holders %d: %s", len(in), groupName(g), m.r.MaxHolders, strings.Join(in, ", "))
+		}
+	}
+	if m.r.MaxTotal > 0 && len(slots) > m.r.MaxTotal {
+		var in []string
+		for _, s := range slots {
+			in = append(in, s.Node)
+		}
+		c.violate(InvMaxTotal, rev, "%d slots in the fleet at max_holders_total %d: %s", len(slots), m.r.MaxTotal, strings.Join(in, ", "))
+	}
+}
+
+func groupName(g string) string {
+	if g == "" {
+		return "the ungrouped fleet"
+	}
+	return "group " + g
+}
+
+func describe(who map[string]string) string {
+	var out []string
+	for _, v := range who {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return joinOr(out, "none")
+}
+
+func describeFailures(fs []failure) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("%s [%s]", f.what, f.id))
+	}
+	return joinOr(out, "none")
+}

@@ -1,0 +1,65 @@
+package robustness
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+)
+
+// The calls whose names differ between versions of lib/slot and lib/lock,
+// in one place: running this package against an older tree (to show that
+// it finds the holes later fixed, docs/testing.md "Robustness") changes only
+// this file.
+
+// rebootSlot is a reboot taken by the admission, from its take to its end.
+type rebootSlot = *slot.Reboot
+
+// candidateSeat marks a seat as an admission candidate's.
+func candidateSeat(o *lock.Options) { o.Candidate = true }
+
+// takenReboot is the reboot an admission took (nil: none).
+func takenReboot(out slot.Outcome) rebootSlot { return out.Reboot }
+
+// startReboot is the last moment before the reboot command.
+func startReboot(ctx context.Context, r rebootSlot) error { return r.Start(ctx) }
+
+// markStarted records a reboot command that ran without the start gate.
+func markStarted(ctx context.Context, r rebootSlot) error { return r.MarkStarted(ctx) }
+
+// abortReboot gives the slot of a reboot that did not start back.
+func abortReboot(ctx context.Context, _ *clientv3.Client, r rebootSlot) error { return r.Abort(ctx) }
+
+// rebootLease is the slot's lease.
+func rebootLease(r rebootSlot) clientv3.LeaseID { return r.Lease }
+
+// resumeRollout is `clusterrebootd resume --reason` as driver/cluster runs
+// it: a count; the halt recorded when the budget is spent and no halt says
+// so yet; the pause lifted; and, when halted, the failures acknowledged
+// (lib/slot.Resume). It says what it did.
+func resumeRollout(ctx context.Context, f slot.Fleet, reason string, now time.Time) (string, error) {
+	n, err := f.Count(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	v := f.Decide(n)
+	failures := f.Failures(n, v.Rules)
+	spent := v.Rules.MaxFailures > 0 && len(failures) >= v.Rules.MaxFailures
+	if spent && n.Rollout.HaltOf(f.Group) == nil && f.Halt(ctx, n, v) {
+		n.Rollout.Halts = append(n.Rollout.Halts, slot.Halt{Reason: slot.HaltReason(v.Failures, v.Rules)})
+	}
+	if _, err := f.Client.Delete(ctx, slot.PauseKey(f.NS)); err != nil {
+		return "", err
+	}
+	if len(n.Rollout.Halts) == 0 && !spent {
+		return "lifted the pause (not halted)", nil
+	}
+	ack, err := slot.Resume(ctx, f.Client, f.NS, n, f.Node, reason, now)
+	if err != nil {
+		return "", err
+	}
+	return "resumed the halted rollout, acknowledging " + joinOr(ack.Acknowledged, "nothing"), nil
+}

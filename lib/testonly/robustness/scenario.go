@@ -1,0 +1,186 @@
+package robustness
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
+)
+
+// The kinds of simulated node.
+const (
+	// KindDaemon is clusterrebootd's cycle: a candidate seat of its group's
+	// line (purpose "reboot"), the admission, the pre-reboot hooks, the
+	// slot renewed, Reboot.Start, the seat released, the reboot, and after
+	// it Completion.Complete with a new boot id.
+	KindDaemon = "daemon"
+	// KindPipeline is `crd-lock hold --reboot-slot -- COMMAND`: the same
+	// under a pipeline's seat; COMMAND reboots through crd-reboot's start
+	// gate (Reboot.Start) or by other means (Reboot.MarkStarted).
+	KindPipeline = "pipeline"
+	// KindFleetLock is a FleetLock client (Zincati): pre-reboot through one
+	// of the servers (lib/fleetlock, several replicas on the same etcd),
+	// maybe through a second one at the same time, then steady-state
+	// after its reboot.
+	KindFleetLock = "fleetlock"
+	// KindPlain is a plain `crd-lock hold` (a seat without the candidate
+	// mark) running its command for a while: it counts against max_holders
+	// for every candidate.
+	KindPlain = "plain"
+)
+
+// NodeSpec is one simulated node and what it will do.
+type NodeSpec struct {
+	Kind  string
+	Name  string
+	Group string
+	// Machine is its machine id; two specs with one name and two machine
+	// ids are two machines with one node_name (a conflict).
+	Machine string
+	// Skew is how far its clock is off.
+	Skew time.Duration
+	// Attempts is how many times it asks (a cycle, a pipeline run, a
+	// pre-reboot, a plain hold), Reboots how many reboots it wants, Waits
+	// how many times it counts again under its seat while a rule says wait.
+	Attempts, Reboots, Waits int
+	// Loss is the chance that a reboot never comes back (the node is
+	// lost: its slot is left to run out), Abort that a pre-reboot hook
+	// fails (the slot is given back), Stay that the reboot does not happen
+	// and the node stays up in the same boot (a daemon's or pipeline's
+	// reboot command that started and failed: its slot is kept until it
+	// runs out; a FleetLock client that does not reboot after its grant and
+	// asks again later, without steady-state).
+	Loss, Abort, Stay float64
+	// Publish: it publishes a health record (state rebooting, on a long
+	// lease) before its reboot, and a fresh one after it.
+	Publish bool
+	// Resend: a FleetLock client whose pre-reboot also arrives through a
+	// second replica at the same time.
+	Resend bool
+}
+
+// Scenario is one run's fleet: its rules, its nodes, the operator and the
+// faults.
+type Scenario struct {
+	// Seed drew the scenario and drives its schedule.
+	Seed uint64
+	// MaxHolders is max_holders (every group), MaxTotal
+	// max_holders_total (0: none), MaxFailures the failure budget (0:
+	// off), Scope failure_scope.
+	MaxHolders, MaxTotal, MaxFailures int
+	Scope                             string
+	Nodes                             []NodeSpec
+	// Replicas is the number of FleetLock servers.
+	Replicas int
+	// Operator: an operator pauses, resumes (acknowledging the failures),
+	// holds and releases nodes now and then.
+	Operator bool
+	// OperatorActions is how many things the operator does.
+	OperatorActions int
+	Faults          FaultRates
+	// NoSkew runs every clock true (the same schedule must follow).
+	NoSkew bool
+}
+
+// Seat and slot leases: long enough that no keepalive matters during a
+// run; a lease "running out" is a fault's revocation.
+const (
+	seatTTLSec = 300
+	slotTTLSec = 3600
+)
+
+// Generate draws a scenario from seed.
+func Generate(seed uint64) Scenario {
+	rng := rand.New(rand.NewPCG(seed, 0xf1ee7))
+	sc := Scenario{Seed: seed, MaxHolders: 1 + rng.IntN(3), Scope: config.ScopeFleet, Replicas: 1 + rng.IntN(2)}
+	groups := []string{""}
+	if rng.IntN(3) == 0 {
+		groups = append(groups, "rack2")
+		if rng.IntN(2) == 0 {
+			sc.MaxTotal = 1 + rng.IntN(3)
+		}
+		if rng.IntN(3) == 0 {
+			sc.Scope = config.ScopeGroup
+		}
+	}
+	switch rng.IntN(6) {
+	case 0:
+		sc.MaxFailures = 0
+	case 1, 2:
+		sc.MaxFailures = 2
+	default:
+		sc.MaxFailures = 1
+	}
+	n := 3 + rng.IntN(4)
+	kinds := []string{KindDaemon, KindDaemon, KindPipeline, KindFleetLock}
+	for i := range n {
+		s := NodeSpec{Kind: kinds[rng.IntN(len(kinds))], Name: fmt.Sprintf("n%d", i+1), Group: groups[rng.IntN(len(groups))],
+			Attempts: 3 + rng.IntN(4), Reboots: 1 + rng.IntN(2), Waits: 2 + rng.IntN(4),
+			Loss: []float64{0, 0.1, 0.3}[rng.IntN(3)], Abort: []float64{0, 0.2}[rng.IntN(2)], Stay: []float64{0, 0, 0.2}[rng.IntN(3)],
+			Publish: rng.IntN(2) == 0, Resend: rng.IntN(3) == 0,
+			Skew: time.Duration(rng.IntN(21)-10) * time.Minute}
+		s.Machine = "m-" + s.Name
+		sc.Nodes = append(sc.Nodes, s)
+	}
+	for i := range rng.IntN(3) {
+		sc.Nodes = append(sc.Nodes, NodeSpec{Kind: KindPlain, Name: fmt.Sprintf("p%d", i+1), Group: groups[rng.IntN(len(groups))],
+			Machine: fmt.Sprintf("m-p%d", i+1), Attempts: 1 + rng.IntN(2), Waits: 1 + rng.IntN(4), Skew: time.Duration(rng.IntN(21)-10) * time.Minute})
+	}
+	if rng.IntN(4) == 0 {
+		// A second machine under the name of a daemon or pipeline.
+		for i := range sc.Nodes {
+			if k := sc.Nodes[i].Kind; k == KindDaemon || k == KindPipeline {
+				twin := sc.Nodes[i]
+				twin.Machine += "-twin"
+				twin.Skew = -twin.Skew
+				sc.Nodes = append(sc.Nodes, twin)
+				break
+			}
+		}
+	}
+	sc.Operator = rng.IntN(4) != 0
+	sc.OperatorActions = 4 + rng.IntN(9)
+	sc.Faults = FaultRates{ExpireAfterCount: 0.08, Expire: 0.01, Freeze: 0.01, Stall: 0.03, Pause: 0.004, Hold: 0.004}
+	return sc
+}
+
+// String describes the scenario in one paragraph, for a failing seed's report.
+func (sc Scenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "max_holders %d, max_holders_total %d, max_failures %d (scope %s), %d FleetLock replica(s), operator %v; nodes:",
+		sc.MaxHolders, sc.MaxTotal, sc.MaxFailures, sc.Scope, sc.Replicas, sc.Operator)
+	for _, n := range sc.Nodes {
+		g := n.Group
+		if g == "" {
+			g = "-"
+		}
+		fmt.Fprintf(&b, " %s(%s, group %s, machine %s, skew %s, loss %.1f)", n.Name, n.Kind, g, n.Machine, n.Skew, n.Loss)
+	}
+	return b.String()
+}
+
+// config is the configuration node spec runs with in namespace ns.
+func (sc Scenario) config(ns string, n NodeSpec) config.Config {
+	cfg := config.Default()
+	cfg.LockKey, cfg.NodeName, cfg.Group = ns+"lock", n.Name, n.Group
+	cfg.MaxHolders = config.Count(sc.MaxHolders)
+	if sc.MaxTotal > 0 {
+		cfg.MaxHoldersTotal = config.Count(sc.MaxTotal)
+	}
+	cfg.Rollout.MaxFailures = config.Count(sc.MaxFailures)
+	cfg.Rollout.FailureScope = sc.Scope
+	cfg.LockTTLSec, cfg.RebootSlotTTLSec, cfg.EtcdDialTimeoutSec = seatTTLSec, slotTTLSec, 10
+	cfg.BackoffMinSec, cfg.BackoffMaxSec = 1, 1
+	return cfg
+}
+
+// skew is n's clock offset (none with NoSkew).
+func (sc Scenario) skew(n NodeSpec) func() time.Time {
+	d := n.Skew
+	if sc.NoSkew {
+		d = 0
+	}
+	return func() time.Time { return time.Now().Add(d) }
+}
