@@ -286,7 +286,7 @@ func (a *Admission) take(ctx context.Context, c Count, v slotinfo.Verdict) (*Reb
 		}
 		x.Recorded, x.By = true, f.Node
 		fval, _ := json.Marshal(x)
-		ops = append(ops, clientv3.OpPut(FailureKey(f.NS, f.Node, fmt.Sprintf("%d", x.CreateRevision)), string(fval), clientv3.WithLease(l.Failure)))
+		ops = append(ops, clientv3.OpPut(FailureKey(f.NS, f.Node, idSuffix(FailureID(f.NS, x))), string(fval), clientv3.WithLease(l.Failure)))
 	}
 	if l.Start != 0 {
 		ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s%s/%x", StartsDir(f.NS), f.Node, int64(l.Start)), string(mark), clientv3.WithLease(l.Start)))

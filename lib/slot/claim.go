@@ -294,7 +294,8 @@ func (x Completion) convert(ctx context.Context, node string, ours func(*mvccpb.
 	if err != nil {
 		return err
 	}
-	fkey := FailureKey(x.NS, node, fmt.Sprintf("%d", kvs[0].CreateRevision))
+	in.Node, in.CreateRevision = node, kvs[0].CreateRevision
+	fkey := FailureKey(x.NS, node, idSuffix(in.ID()))
 	_, err = x.Client.Txn(ctx).If(guard).Then(clientv3.OpPut(fkey, string(val), clientv3.WithLease(g.ID)), clientv3.OpDelete(key)).Commit()
 	return err
 }

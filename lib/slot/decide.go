@@ -317,7 +317,7 @@ func FailuresInWindow(c Count) []slotinfo.Failure {
 		if in.V >= 3 && !in.Started && in.Via != ViaFleetLock {
 			detail += "; its reboot command had not started (the node stopped, froze or was cut off while it prepared its reboot)"
 		}
-		all = append(all, slotinfo.Failure{Node: in.Node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: at, Key: in.Key, CreateRevision: in.CreateRevision, Detail: detail})
+		all = append(all, slotinfo.Failure{Node: in.Node, Group: in.Group, Wave: in.Wave, Kind: FailureSlotExpired, At: at, Key: in.Key, CreateRevision: in.CreateRevision, ID: in.ID(), Detail: detail})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].CreateRevision < all[j].CreateRevision })
 	return all

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,15 +179,39 @@ func (a *Ack) Acks(ns string, x slotinfo.Failure) bool {
 	return x.CreateRevision <= a.Revision
 }
 
-// FailureID names a failure for an acknowledgement: <node>/<id>, its key
-// under FailuresDir; for a reboot seen lost from its in-flight record,
-// <node>/<the record's create revision>, the id its failure record gets
-// when it is written (the take, a late completion).
+// FailureID names a failure for an acknowledgement: x.ID when set (a
+// reboot seen lost from its in-flight record: Inflight.ID), else
+// <node>/<id>, its key under FailuresDir. A reboot's loss keeps its name
+// when its failure record is written (the take, a late completion): the
+// record's id is the in-flight record's.
 func FailureID(ns string, x slotinfo.Failure) string {
+	if x.ID != "" {
+		return x.ID
+	}
 	if rest, ok := strings.CutPrefix(x.Key, FailuresDir(ns)); ok {
 		return rest
 	}
 	return fmt.Sprintf("%s/%d", x.Node, x.CreateRevision)
+}
+
+// ID names this reboot for the failure budget: <node>/<its slot's lease>,
+// unique to this reboot. (Not the record's create revision: a take writes
+// the record over an earlier one of the same node, lost and acknowledged,
+// whose create revision it keeps; a name shared by two losses let the
+// resume that acknowledged the first cover the second.) An unreadable
+// record is named by its create revision.
+func (in Inflight) ID() string {
+	if _, err := strconv.ParseUint(in.Lease, 16, 64); err != nil || in.Lease == "" {
+		return fmt.Sprintf("%s/r%d", in.Node, in.CreateRevision)
+	}
+	return in.Node + "/" + in.Lease
+}
+
+// idSuffix is the part of a failure's name after its node: its record's
+// id under FailuresDir/<node>/.
+func idSuffix(id string) string {
+	_, rest, _ := strings.Cut(id, "/")
+	return rest
 }
 
 // Ticket is a node's place in the fleet's line (QueueDir), or a FleetLock

@@ -90,6 +90,10 @@ type Failure struct {
 	At     time.Time `json:"at"`
 	// By is who recorded it ("" for one seen, not recorded).
 	By string `json:"by,omitempty"`
+	// ID names it for an acknowledgement ("node/id", lib/slot FailureID):
+	// a reboot's loss is named by its slot's lease, the same whether seen
+	// from its in-flight record or recorded later.
+	ID string `json:"id,omitempty"`
 	// Key and CreateRevision are the record as read; Recorded is false for
 	// a failure seen from an in-flight record.
 	Key            string `json:"key,omitempty"`

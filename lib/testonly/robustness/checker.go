@@ -56,12 +56,12 @@ type Violation struct {
 	Known string
 }
 
-// KnownReusedName is a defect of lib/slot at 0b9ae7d: a take overwrites
-// its node's in-flight record in place, so the record keeps the create
-// revision of an earlier reboot of that name whose slot was lost; a loss
-// is named <node>/<that revision>, and a resume that acknowledged the
-// earlier loss acknowledges the later one too. The failure budget misses
-// it (TestKnownDefectReusedFailureName).
+// KnownReusedName explains a budget violation whose loss carries a name a
+// resume had acknowledged before it happened: the defect this suite found
+// at 0b9ae7d (a take writes its node's in-flight record over an earlier
+// one, which keeps its create revision, and losses were named by it; they
+// are named by their slot's lease since). A recurrence fails every run
+// (TestSecondLossAfterAResumeHalts).
 const KnownReusedName = "a later loss under an acknowledged name (the in-flight record keeps its create revision)"
 
 // String is the violation as a failing run prints it.

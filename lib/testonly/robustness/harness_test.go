@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,16 +30,14 @@ func TestLineWaitIsScheduled(t *testing.T) {
 	}
 }
 
-// A node lost twice, with a resume between: its second loss must halt the
-// rollout again. At 0b9ae7d it does not (KnownReusedName): the second take
-// overwrites the node's in-flight record in place, which keeps the create
-// revision of the first; the second loss is named as the first was
+// A node lost twice, with a resume between: its second loss halts the
+// rollout again. At 0b9ae7d it did not (KnownReusedName): the second take
+// overwrote the node's in-flight record in place, which kept the create
+// revision of the first; the second loss was named as the first was
 // (<node>/<that revision>), and the resume's acknowledgement of the first
-// covers it. Found by the robustness suite (docs/testing.md, "Robustness").
-func TestKnownDefectReusedFailureName(t *testing.T) {
-	if os.Getenv("ROBUSTNESS_KNOWN_DEFECTS") == "" {
-		t.Skip("known defect of lib/slot at 0b9ae7d: " + KnownReusedName + "; ROBUSTNESS_KNOWN_DEFECTS=1 runs this test, which fails until the take stops reusing the in-flight record's name")
-	}
+// covered it. Found by this suite (docs/testing.md, "Robustness"); losses are
+// named by their slot's lease since.
+func TestSecondLossAfterAResumeHalts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := newClient(endpoint, nil)

@@ -3,6 +3,7 @@ package robustness
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sort"
 	"strings"
 )
@@ -31,8 +32,8 @@ type model struct {
 // another lease): a reboot that did not complete in time (docs/rollout.md,
 // "The failure budget").
 type loss struct {
-	// id is the failure's name in an acknowledgement: <node>/<the in-flight
-	// record's create revision>. lease is the slot lease the record named.
+	// id is the failure's name in an acknowledgement: <node>/<the slot
+	// lease the record named> (inflightView.id). lease is that lease.
 	id, node, group, lease, via, boot string
 	// at is the revision the record was first seen without its slot.
 	at      int64
@@ -131,7 +132,15 @@ func readInflight(key string, value []byte, created int64, ns string) inflightVi
 	return in
 }
 
-func (in inflightView) id() string { return fmt.Sprintf("%s/%d", in.Node, in.created) }
+// id is the reboot's name for the failure budget (docs/rollout.md,
+// "Resuming"): <node>/<its slot's lease>; a record whose lease cannot be
+// read, <node>/r<its create revision>.
+func (in inflightView) id() string {
+	if _, err := strconv.ParseUint(in.LeaseID, 16, 64); err != nil || in.LeaseID == "" {
+		return fmt.Sprintf("%s/r%d", in.Node, in.created)
+	}
+	return in.Node + "/" + in.LeaseID
+}
 
 // failure is one failure counting against the budget: a loss, or a failure
 // record that names no loss seen before it.
