@@ -60,7 +60,6 @@ func (h *hist) take(node, group string, lease int64) *hist {
 		h.put("rollout/inflight/"+node, fmt.Sprintf(`{"node":%q,"group":%q,"lease_id":"%x","started":true,"via":"daemon"}`, node, group, lease), lease+1000))
 }
 
-
 func rules(maxHolders, maxFailures int) Rules {
 	return Rules{NS: hns, Lock: hns + "lock", MaxHolders: maxHolders, MaxFailures: maxFailures}
 }

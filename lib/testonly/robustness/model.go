@@ -3,8 +3,8 @@ package robustness
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sort"
+	"strconv"
 	"strings"
 )
 
