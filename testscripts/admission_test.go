@@ -171,15 +171,7 @@ func TestEveryRuleAtEveryEntryPoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries")
 	}
-	bin := t.TempDir()
-	buildtest.Build(t, bin, "clusterrebootd", "clusterrebootd")
-	buildtest.Build(t, bin, "crd-lock", "crd-lock")
-	srv, err := etcdtest.Start(etcdtest.Options{Binary: os.Getenv("CRD_TEST_ETCD"), Dir: filepath.Join(t.TempDir(), "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	client := testsupport.NewClient(t, srv.Endpoint)
+	bin, srv, client := realAdmission(t)
 	if got, want := ruleNames(violations()), slot.Rules(); !slices.Equal(slices.Compact(got), want) {
 		t.Fatalf("the table breaks %v, the admission has %v: every rule needs its row", got, want)
 	}
@@ -222,6 +214,22 @@ func TestEveryRuleAtEveryEntryPoint(t *testing.T) {
 			}
 		}
 	})
+}
+
+// realAdmission builds clusterrebootd and crd-lock into a directory of the
+// test's and starts a real etcd (the binary in CRD_TEST_ETCD, else the
+// embedded server) with a client on it.
+func realAdmission(t *testing.T) (bin string, srv *etcdtest.Server, client *clientv3.Client) {
+	t.Helper()
+	bin = t.TempDir()
+	buildtest.Build(t, bin, "clusterrebootd", "clusterrebootd")
+	buildtest.Build(t, bin, "crd-lock", "crd-lock")
+	srv, err := etcdtest.Start(etcdtest.Options{Binary: os.Getenv("CRD_TEST_ETCD"), Dir: filepath.Join(t.TempDir(), "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return bin, srv, testsupport.NewClient(t, srv.Endpoint)
 }
 
 func ruleNames(vs []violation) []string {

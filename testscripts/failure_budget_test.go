@@ -14,8 +14,6 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
-	"github.com/clusterrebootd/clusterrebootd/lib/testonly/buildtest"
-	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
@@ -27,15 +25,7 @@ func TestFailureBudgetHoles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries; a minute and more of slot leases")
 	}
-	bin := t.TempDir()
-	buildtest.Build(t, bin, "clusterrebootd", "clusterrebootd")
-	buildtest.Build(t, bin, "crd-lock", "crd-lock")
-	srv, err := etcdtest.Start(etcdtest.Options{Binary: os.Getenv("CRD_TEST_ETCD"), Dir: filepath.Join(t.TempDir(), "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	client := testsupport.NewClient(t, srv.Endpoint)
+	bin, srv, client := realAdmission(t)
 
 	// A node lost in its reboot whose health record still lives (three
 	// publish intervals, here 180 s) names the boot its slot was taken in:

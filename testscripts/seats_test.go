@@ -1,15 +1,10 @@
 package testscripts
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/clusterrebootd/clusterrebootd/lib/testonly/buildtest"
-	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
-	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
 // TestYoungerCandidateDoesNotStarveTheOlder: with max_holders 2 and one
@@ -27,15 +22,7 @@ func TestYoungerCandidateDoesNotStarveTheOlder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries")
 	}
-	bin := t.TempDir()
-	buildtest.Build(t, bin, "clusterrebootd", "clusterrebootd")
-	buildtest.Build(t, bin, "crd-lock", "crd-lock")
-	srv, err := etcdtest.Start(etcdtest.Options{Binary: os.Getenv("CRD_TEST_ETCD"), Dir: filepath.Join(t.TempDir(), "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	client := testsupport.NewClient(t, srv.Endpoint)
+	bin, srv, client := realAdmission(t)
 	for _, via := range []string{viaDaemon, viaPipeline} {
 		t.Run(via, func(t *testing.T) {
 			e := newAdmissionEnv(t, bin, srv.Endpoint, client, "young-"+via, "max_holders: 2\nrollout: {min_interval_sec: 600}\n")
