@@ -426,3 +426,45 @@ func TestByHandConfig(t *testing.T) {
 		t.Errorf("the daemon's type does not decode the result: %v %+v", err, plain)
 	}
 }
+
+// A node's rules key survives its reboot unchanged: run_dir is emptied by
+// a reboot, and a rules key rewritten after each one would make every
+// admission of the fleet read every rules key again (lib/slot RulesCache).
+// A remembered lease that etcd no longer has (a restored etcd) is replaced
+// at once, not after a day of failed publications.
+func TestRulesKeyOutlivesAReboot(t *testing.T) {
+	ns := nsName(t)
+	c := testsupport.NewClient(t, embedded.Endpoint)
+	n := newNode(t, embedded.Endpoint, ns, "node-a")
+	ctx := context.Background()
+	rulesKey := func() (modRev, lease int64) {
+		t.Helper()
+		resp, err := c.Get(ctx, "/t/"+ns+"/rules/node-a")
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("rules key: %v, %v", resp, err)
+		}
+		return resp.Kvs[0].ModRevision, resp.Kvs[0].Lease
+	}
+	publish := func() {
+		t.Helper()
+		if o := n.run(append([]string{"publish"}, publishArgs(policy.StateIdle)...)...); o.code != exitcode.OK {
+			t.Fatalf("publish = %d %s %s", o.code, o.stdout, o.stderr)
+		}
+	}
+	publish()
+	rev, lease := rulesKey()
+	if err := os.RemoveAll(filepath.Join(n.dir, "run")); err != nil {
+		t.Fatal(err)
+	}
+	publish()
+	if r, l := rulesKey(); r != rev || l != lease {
+		t.Errorf("after run_dir was emptied the rules key moved: revision %d → %d, lease %x → %x", rev, r, lease, l)
+	}
+	if _, err := c.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	publish()
+	if _, l := rulesKey(); l == lease || l == 0 {
+		t.Errorf("rules key's lease after its lease was revoked = %x, want a new one", l)
+	}
+}

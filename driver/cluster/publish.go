@@ -84,12 +84,25 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	// this node's rules key, written only when its rules changed
 	// (lib/slot/rules.go).
 	ops = append(ops, slot.IndexOps(s.ns, s.cfg.NodeName, a.State, id)...)
-	if rl := s.rulesLease(ctx); rl != 0 {
-		ops = append(ops, slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl)...)
-		ops = append(ops, slot.RulesIndexOps(s.ns, s.cfg.NodeName, id)...)
+	withRules := func(rl clientv3.LeaseID) []clientv3.Op {
+		if rl == 0 {
+			return ops
+		}
+		return append(slices.Clip(ops), append(slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl),
+			slot.RulesIndexOps(s.ns, s.cfg.NodeName, id)...)...)
 	}
-	resp, err := s.client.Txn(rctx).Then(ops...).Commit()
+	rl := s.rulesLease(ctx)
+	resp, err := s.client.Txn(rctx).Then(withRules(rl)...).Commit()
 	cancel()
+	if rl != 0 && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The remembered rules lease is gone though renewed within the
+		// day (etcd restored from a snapshot, or a new cluster): forget
+		// it, grant a new one, write again.
+		_ = os.Remove(filepath.Join(s.cfg.StateDir, rulesLeaseFile))
+		rctx, cancel = s.rpcCtx(ctx)
+		resp, err = s.client.Txn(rctx).Then(withRules(s.rulesLease(ctx))...).Commit()
+		cancel()
+	}
 	if err != nil {
 		return s.etcdErr(ctx, "writing the health record "+s.nodeKey(), err)
 	}
@@ -287,8 +300,13 @@ func (s *session) needsLease(ctx context.Context, since time.Time) string {
 	return id
 }
 
-// rulesLeaseFile, in run_dir, remembers the rules key's lease and when it
-// was last renewed: "<lease hex> <unix seconds>".
+// rulesLeaseFile, in state_dir, remembers the rules key's lease and when it
+// was last renewed: "<lease hex> <unix seconds>". In state_dir, not run_dir:
+// run_dir is emptied by every reboot, and a node that granted its rules key
+// a new lease after each reboot would rewrite the key, move the rules
+// keys' stamp and make the next admission of every node read every rules
+// key again (lib/slot RulesCache) — once per reboot of the fleet — and
+// leave a week-long lease behind each time.
 const rulesLeaseFile = "rules-lease"
 
 // rulesLease is the lease of this node's rules key (lib/slot RulesOps): a
@@ -297,7 +315,7 @@ const rulesLeaseFile = "rules-lease"
 // the record goes without its rules key this time (its rules are in the
 // record and its slots).
 func (s *session) rulesLease(ctx context.Context) clientv3.LeaseID {
-	path := filepath.Join(s.cfg.RunDir, rulesLeaseFile)
+	path := filepath.Join(s.cfg.StateDir, rulesLeaseFile)
 	b, _ := os.ReadFile(path)
 	hexID, at, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
 	id, err := lock.ParseLeaseID(hexID)
@@ -323,7 +341,7 @@ func (s *session) rulesLease(ctx context.Context) clientv3.LeaseID {
 		return 0
 	}
 	if werr := writeFileAtomic(path, []byte(fmt.Sprintf("%x %d\n", int64(g.ID), now.Unix()))); werr != nil {
-		s.log.Warn("cannot remember the rules key's lease; check run_dir", "file", path, "error", werr.Error())
+		s.log.Warn("cannot remember the rules key's lease; check state_dir", "file", path, "error", werr.Error())
 	}
 	return g.ID
 }
