@@ -3,13 +3,15 @@
 #
 #   make bench         the table of the performance targets (about 6 minutes):
 #                      prints it and writes docs/performance.md and its SVGs
-#   make bench-scale   simulated fleets of 100, 1,000 and 10,000 nodes against a
-#                      3-member etcd, one interval per phase (idle, window closed,
-#                      blocked before the lock, waiting in line, post-reboot) and a
-#                      few admissions under the lock; the lock's handover with 10
-#                      and 1,000 nodes waiting; 10,000 nodes again with client-
-#                      certificate TLS (about 25 minutes on a quiet 2-core machine,
-#                      much longer on a loaded one): writes docs/scaling.md
+#   make bench-scale   simulated fleets of 100, 1,000, 10,000 and 100,000 nodes
+#                      (at most 10,000 publishing, the rest records kept alive)
+#                      against a 3-member etcd, one interval per phase (idle,
+#                      window closed, blocked before the lock, waiting in line,
+#                      post-reboot) and a few admissions under the lock (bytes,
+#                      time, etcd's apply time per admission); the lock's handover
+#                      with 10 and 1,000 nodes waiting; 10,000 nodes again with
+#                      client-certificate TLS (about 35 minutes on a quiet 2-core
+#                      machine, much longer on a loaded one): writes docs/scaling.md
 #   make bench-queue   only the 1,000-node queue figure (about 15 s)
 #   make bench-smoke   each measurement once, tiny: checks only that it produces
 #                      numbers (part of make test; writes nothing under docs/)

@@ -163,10 +163,30 @@ type served struct {
 	// requests is grpc_server_msg_received_total: every unary request and
 	// every message on a stream (a LeaseKeepAlive, a watch request).
 	requests float64
+	// applyTxn is, per member, etcd_server_apply_duration_seconds_sum of
+	// the write transactions (op "Txn"): the time its serial apply loop
+	// spent on them.
+	applyTxn []float64
 }
 
 func (s served) minus(o served) served {
-	return served{sentBytes: s.sentBytes - o.sentBytes, requests: s.requests - o.requests}
+	d := served{sentBytes: s.sentBytes - o.sentBytes, requests: s.requests - o.requests}
+	for i, a := range s.applyTxn {
+		if i < len(o.applyTxn) {
+			a -= o.applyTxn[i]
+		}
+		d.applyTxn = append(d.applyTxn, a)
+	}
+	return d
+}
+
+// slowestApply is the largest member's applyTxn, in seconds.
+func (s served) slowestApply() float64 {
+	m := 0.0
+	for _, a := range s.applyTxn {
+		m = max(m, a)
+	}
+	return m
 }
 
 // scrape reads every member's /metrics.
@@ -184,6 +204,7 @@ func (c *etcdCluster) scrape() (served, error) {
 		}
 		sum.sentBytes += s.sentBytes
 		sum.requests += s.requests
+		sum.applyTxn = append(sum.applyTxn, s.applyTxn...)
 	}
 	return sum, nil
 }
@@ -211,6 +232,14 @@ func parseServed(r io.Reader) (served, error) {
 			dst = &s.sentBytes
 		case "grpc_server_msg_received_total":
 			dst = &s.requests
+		case "etcd_server_apply_duration_seconds_sum":
+			if !strings.Contains(line, `op="Txn"`) {
+				continue
+			}
+			if s.applyTxn == nil {
+				s.applyTxn = []float64{0}
+			}
+			dst = &s.applyTxn[0]
 		default:
 			continue
 		}

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
 // The phases of a node whose etcd cost bench-scale measures (issue 32).
@@ -29,22 +32,28 @@ const (
 	phaseWaiting = "waiting in line"
 	phasePost    = "post-reboot"
 	phaseHolding = "holding: the admission"
+	// phaseFirstAdmission is the first admission of a process whose rules
+	// cache is empty (lib/slot RulesCache): it reads every rules key once.
+	phaseFirstAdmission = "holding: the first admission, rules cache empty"
 )
 
 // phaseResult is one phase of one simulated fleet, measured over one
 // interval (or, for the admission, over a few admissions).
 type phaseResult struct {
-	phase     string
-	nodes     int
-	tls       bool
-	interval  time.Duration
-	ops       int // publications, or admissions
-	failures  int
-	latencyMS []float64
-	took      time.Duration
-	served    served
-	etcdCPU   float64 // % of one CPU, all members
-	etcdRSS   float64 // MiB, all members, after the phase
+	phase string
+	// nodes is the fleet's size; publishers the nodes of it that ran
+	// (the rest are records kept alive: fleetSim.bulk).
+	nodes      int
+	publishers int
+	tls        bool
+	interval   time.Duration
+	ops        int // publications, or admissions
+	failures   int
+	latencyMS  []float64
+	took       time.Duration
+	served     served
+	etcdCPU    float64 // % of one CPU, all members
+	etcdRSS    float64 // MiB, all members, after the phase
 	// perOp: the figures are per admission (one node holds at a time),
 	// not per node and minute.
 	perOp bool
@@ -52,8 +61,14 @@ type phaseResult struct {
 
 // perNodeMinute is x per node and minute of the measured interval.
 func (r phaseResult) perNodeMinute(x float64) float64 {
-	return x / float64(r.nodes) / r.took.Minutes()
+	return x / float64(max(1, r.publishers)) / r.took.Minutes()
 }
+
+// applyMS is the time the slowest member spent applying the write
+// transactions of the phase, per admission, in ms: while etcd applies one
+// it applies nothing else (its apply loop is serial), so this is how long
+// each admission held up every write of the cluster.
+func (r phaseResult) applyMS() float64 { return r.perOpOf(r.served.slowestApply()) * 1000 }
 
 // perOpOf is x per admission.
 func (r phaseResult) perOpOf(x float64) float64 { return x / float64(max(1, r.ops)) }
@@ -61,7 +76,7 @@ func (r phaseResult) perOpOf(x float64) float64 { return x / float64(max(1, r.op
 // behind reports a publication round that could not keep its schedule on
 // this machine: fewer than 90 % of the scheduled publications per second.
 func (r phaseResult) behind() bool {
-	return !r.perOp && float64(r.ops)/r.took.Seconds() < 0.9*float64(r.nodes)/r.interval.Seconds()
+	return !r.perOp && float64(r.ops)/r.took.Seconds() < 0.9*float64(r.publishers)/r.interval.Seconds()
 }
 
 // fleetFacts are what etcd held for a fleet of one size.
@@ -75,11 +90,16 @@ type fleetFacts struct {
 }
 
 // fleetSim is n simulated nodes, each with its own configuration, that
-// publish through the real `crd-lock step publish` code.
+// publish through the real `crd-lock step publish` code, in a fleet of
+// fleet nodes: the other fleet-n nodes (the bulk) are records, index keys
+// and rules keys as publish writes them, kept alive on a shared lease but
+// not publishing (this machine cannot run 100,000 publishers beside three
+// etcd members). They are what an admission or a summary meets in etcd.
 type fleetSim struct {
 	b        *bench
 	c        *clientv3.Client
 	n        int
+	fleet    int
 	interval time.Duration
 	ns       string
 	cfgs     []config.Config
@@ -89,10 +109,10 @@ type fleetSim struct {
 	lastErr string
 }
 
-func (b *bench) newFleetSim(c *clientv3.Client, n int, interval time.Duration, tls bool) (*fleetSim, error) {
-	s := &fleetSim{b: b, c: c, n: n, interval: interval, tls: tls, ns: fmt.Sprintf("/bench/scale-%d/", n)}
+func (b *bench) newFleetSim(c *clientv3.Client, fleet, n int, interval time.Duration, tls bool) (*fleetSim, error) {
+	s := &fleetSim{b: b, c: c, n: n, fleet: fleet, interval: interval, tls: tls, ns: fmt.Sprintf("/bench/scale-%d/", fleet)}
 	if tls {
-		s.ns = fmt.Sprintf("/bench/scale-tls-%d/", n)
+		s.ns = fmt.Sprintf("/bench/scale-tls-%d/", fleet)
 	}
 	for i := range n {
 		cfg := config.Default()
@@ -195,7 +215,7 @@ func lastLine(s string) string {
 
 // measure runs f and records what etcd served, its CPU and its memory.
 func (s *fleetSim) measure(phase string, f func() (ops, failures int, latencyMS []float64, err error)) (phaseResult, error) {
-	r := phaseResult{phase: phase, nodes: s.n, tls: s.tls, interval: s.interval}
+	r := phaseResult{phase: phase, nodes: s.fleet, publishers: s.n, tls: s.tls, interval: s.interval}
 	_, cpu0 := s.b.cluster.usage()
 	s0, err := s.b.cluster.scrape()
 	if err != nil {
@@ -324,19 +344,21 @@ func (s *fleetSim) waitingPhase(ctx context.Context) (phaseResult, error) {
 
 // holdingPhase measures the admission under the lock (lib/slot: Count,
 // Decide, the slot's take) of one node holding the lock seat, with the
-// whole fleet's records in etcd: runs admissions one after another, each
-// slot freed (its leases revoked) before the next.
-func (s *fleetSim) holdingPhase(ctx context.Context, runs int) (phaseResult, error) {
+// whole fleet's records in etcd: first one admission with an empty rules
+// cache (what a process meets after the fleet's rules keys changed), then
+// runs admissions one after another, each slot freed (its leases revoked)
+// before the next.
+func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, error) {
 	c, err := s.b.cluster.client()
 	if err != nil {
-		return phaseResult{}, err
+		return nil, err
 	}
 	defer c.Close()
 	// node 0's record was published from this machine: the admission is
 	// its own, with this machine's ids.
 	bootID, err := reboot.BootID("/")
 	if err != nil {
-		return phaseResult{}, err
+		return nil, err
 	}
 	machineID := reboot.MachineID("/")
 	cfg := s.first
@@ -344,15 +366,16 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) (phaseResult, err
 	o.Purpose, o.Candidate = "reboot", true
 	seat, err := lock.Acquire(ctx, c, o)
 	if err != nil {
-		return phaseResult{}, fmt.Errorf("holding: %w", err)
+		return nil, fmt.Errorf("holding: %w", err)
 	}
 	defer func() {
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer rcancel()
 		_ = seat.Release(rctx)
 	}()
+	_ = os.Remove(filepath.Join(cfg.RunDir, slot.RulesCacheFile))
 	fleet := slot.FromConfig(c, cfg, bootID, machineID, slot.ViaDaemon)
-	r, err := s.measure(phaseHolding, func() (int, int, []float64, error) {
+	admit := func(runs int) (int, int, []float64, error) {
 		var lat []float64
 		failures := 0
 		for range runs {
@@ -362,7 +385,7 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) (phaseResult, err
 			d := time.Since(t0)
 			if err != nil || out.Reboot == nil {
 				failures++
-				s.b.warnf("holding, %d nodes: the admission took no slot: %v", s.n, err)
+				s.b.warnf("holding, %d nodes: the admission took no slot: %v", s.fleet, err)
 				continue
 			}
 			lat = append(lat, ms(d))
@@ -374,14 +397,90 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) (phaseResult, err
 			}
 		}
 		return runs, failures, lat, nil
-	})
-	r.perOp = true
-	return r, err
+	}
+	var out []phaseResult
+	for _, m := range []struct {
+		phase string
+		runs  int
+	}{{phaseFirstAdmission, 1}, {phaseHolding, runs}} {
+		r, err := s.measure(m.phase, func() (int, int, []float64, error) { return admit(m.runs) })
+		r.perOp = true
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
+
+// bulkPerTxn is how many bulk nodes one transaction writes (etcd's
+// --max-txn-ops is 128 by default; a node is six operations).
+const bulkPerTxn = 16
+
+// writeBulk writes the records, index keys and rules keys of the nodes
+// that do not publish (node s.n to s.fleet-1), as publish writes them for
+// an idle node, on one lease kept alive until ctx ends (and a rules lease
+// of a week, as publish's): an admission and a summary find what they
+// would in a fleet of s.fleet nodes.
+func (s *fleetSim) writeBulk(ctx context.Context) error {
+	if s.fleet <= s.n {
+		return nil
+	}
+	lease, err := s.c.Grant(ctx, int64(3*s.interval/time.Second))
+	if err != nil {
+		return err
+	}
+	ka, err := s.c.KeepAlive(ctx, lease.ID)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for range ka {
+		}
+	}()
+	rules, err := s.c.Grant(ctx, int64(slot.RulesLeaseTTL/time.Second))
+	if err != nil {
+		return err
+	}
+	cfg := s.first
+	now := time.Now().UTC()
+	var ops []clientv3.Op
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err := s.c.Txn(ctx).Then(ops...).Commit()
+		ops = ops[:0]
+		return err
+	}
+	for i := s.n; i < s.fleet; i++ {
+		node := fmt.Sprintf("node-%05d", i)
+		rec := policy.NodeRecord{V: policy.ProtocolVersion, Node: node, State: policy.StateIdle, LastCheck: now,
+			Version: version.Get().Version, Lock: strings.TrimSuffix(cfg.LockKey, "/"),
+			BootID: fmt.Sprintf("bench-boot-%05d", i), MachineID: fmt.Sprintf("bench-machine-%05d", i),
+			Rules: ptr(policy.RulesOf(cfg))}
+		val, _ := json.Marshal(rec)
+		ops = append(ops, clientv3.OpPut(slot.RecordKey(s.ns, node), string(val), clientv3.WithLease(lease.ID)))
+		ops = append(ops, slot.IndexOps(s.ns, node, policy.StateIdle, lease.ID)...)
+		ops = append(ops, slot.RulesOps(s.ns, node, cfg.Group, *rec.Rules, rules.ID)...)
+		ops = append(ops, slot.RulesIndexOps(s.ns, node, lease.ID)...)
+		if (i-s.n+1)%bulkPerTxn == 0 {
+			if err := flush(); err != nil {
+				return fmt.Errorf("writing the bulk fleet: %w", err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("writing the bulk fleet: %w", err)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // facts reads what etcd holds for the fleet.
 func (s *fleetSim) facts(ctx context.Context, rssBase float64) fleetFacts {
-	f := fleetFacts{nodes: s.n, etcdRSSBas: rssBase}
+	f := fleetFacts{nodes: s.fleet, etcdRSSBas: rssBase}
 	c := s.c
 	if r, err := c.Get(ctx, s.ns, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
 		f.keys = r.Count
@@ -403,23 +502,31 @@ func (s *fleetSim) facts(ctx context.Context, rssBase float64) fleetFacts {
 // a third of the interval) grants the publish leases, then each phase is
 // measured over one interval. The admission runs last, with every record
 // in etcd; the fleet is removed at the end.
-func (b *bench) simulate(ctx context.Context, c *clientv3.Client, n int, interval time.Duration, phases []string, admissions int, rssBase float64) ([]phaseResult, fleetFacts, error) {
-	s, err := b.newFleetSim(c, n, interval, b.cluster.certs != nil)
+func (b *bench) simulate(ctx context.Context, c *clientv3.Client, n, publishers int, interval time.Duration, phases []string, admissions int, rssBase float64) ([]phaseResult, fleetFacts, error) {
+	s, err := b.newFleetSim(c, n, min(n, publishers), interval, b.cluster.certs != nil)
 	if err != nil {
+		return nil, fleetFacts{}, err
+	}
+	bctx, bcancel := context.WithCancel(ctx)
+	defer bcancel()
+	if err := s.writeBulk(bctx); err != nil {
 		return nil, fleetFacts{}, err
 	}
 	s.round(ctx, publication(phaseIdle, time.Now()), interval/3)
 	var out []phaseResult
 	var facts fleetFacts
 	for _, p := range phases {
+		var rs []phaseResult
 		var r phaseResult
 		switch p {
 		case phaseWaiting:
 			r, err = s.waitingPhase(ctx)
+			rs = []phaseResult{r}
 		case phaseHolding:
-			r, err = s.holdingPhase(ctx, admissions)
+			rs, err = s.holdingPhase(ctx, admissions)
 		default:
 			r, err = s.publishPhase(ctx, p)
+			rs = []phaseResult{r}
 		}
 		if err != nil {
 			return out, facts, fmt.Errorf("%d nodes, %s: %w", n, p, err)
@@ -427,15 +534,17 @@ func (b *bench) simulate(ctx context.Context, c *clientv3.Client, n int, interva
 		if p == phaseIdle {
 			facts = s.facts(ctx, rssBase)
 		}
-		b.printPhase(r)
-		if r.failures > 0 && !r.perOp {
-			b.warnf("%d nodes, %s: %d of %d publications failed, the first with: %s", n, p, r.failures, r.ops, s.lastErr)
+		for _, r := range rs {
+			b.printPhase(r)
+			if r.failures > 0 && !r.perOp {
+				b.warnf("%d nodes, %s: %d of %d publications failed, the first with: %s", n, p, r.failures, r.ops, s.lastErr)
+			}
+			if r.behind() {
+				b.warnf("%d nodes, %s: %.1f publications/s against %.1f scheduled: this machine could not keep the schedule (per publication the figures hold; etcd's CPU is that of the rate reached)",
+					n, p, float64(r.ops)/r.took.Seconds(), float64(s.n)/interval.Seconds())
+			}
+			out = append(out, r)
 		}
-		if r.behind() {
-			b.warnf("%d nodes, %s: %.1f publications/s against %.1f scheduled: this machine could not keep the schedule (per publication the figures hold; etcd's CPU is that of the rate reached)",
-				n, p, float64(r.ops)/r.took.Seconds(), float64(n)/interval.Seconds())
-		}
-		out = append(out, r)
 	}
 	return out, facts, clearFleet(ctx, c, s.ns)
 }
@@ -446,9 +555,9 @@ func (b *bench) printPhase(r phaseResult) {
 		tls = " (TLS)"
 	}
 	if r.perOp {
-		fmt.Printf("%5d nodes%s, %s: %d admissions (%d failed); per admission %s requests, %s sent; p50 %s ms p95 %s ms; etcd %.1f MiB\n",
-			r.nodes, tls, r.phase, r.ops, r.failures, num(r.perOpOf(r.served.requests)), size(r.perOpOf(r.served.sentBytes)),
-			num(median(r.latencyMS)), num(p95(r.latencyMS)), r.etcdRSS)
+		fmt.Printf("%5d nodes%s, %s: %d admissions (%d failed); per admission %s requests, %s sent, %s ms applying its writes (slowest member); p50 %s ms p95 %s ms; etcd %.1f MiB\n",
+			r.nodes, tls, r.phase, r.ops, r.failures, num(r.perOpOf(r.served.requests)), bytesOf(r.perOpOf(r.served.sentBytes)),
+			num(r.applyMS()), num(median(r.latencyMS)), num(p95(r.latencyMS)), r.etcdRSS)
 		return
 	}
 	fmt.Printf("%5d nodes%s, %s: %d publications (%d failed) in %s; per node and minute %s requests, %s sent; etcd sent %s; p50 %s ms p95 %s ms; etcd %.1f MiB, %.1f %% CPU\n",

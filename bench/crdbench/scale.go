@@ -31,8 +31,11 @@ func clearFleet(ctx context.Context, c *clientv3.Client, ns string) error {
 
 // scalePlan is the size of a bench-scale run.
 type scalePlan struct {
-	sizes    []int
-	interval time.Duration
+	sizes []int
+	// publishers is the most nodes that run: a larger fleet is that many
+	// publishing nodes and the rest records kept alive (fleetSim.bulk).
+	publishers int
+	interval   time.Duration
 	// admissions are run one after another per size (the holding phase).
 	admissions int
 	// tlsSize is the fleet measured again with client-certificate TLS.
@@ -43,13 +46,14 @@ type scalePlan struct {
 }
 
 func fullScalePlan() scalePlan {
-	return scalePlan{sizes: []int{100, 1000, 10000}, interval: time.Duration(config.Default().HealthPublishIntervalSec) * time.Second,
+	return scalePlan{sizes: []int{100, 1000, 10000, 100000}, publishers: 10000, interval: time.Duration(config.Default().HealthPublishIntervalSec) * time.Second,
 		admissions: 5, tlsSize: 10000, small: 10, large: 1000, smallRuns: 20, largeRuns: 3}
 }
 
-// quickScalePlan is the smoke run: 20 nodes publishing every 2 s.
+// quickScalePlan is the smoke run: 20 nodes publishing every 2 s in a
+// fleet of 40.
 func quickScalePlan() scalePlan {
-	return scalePlan{sizes: []int{20}, interval: 2 * time.Second, admissions: 2, tlsSize: 20, small: 3, large: 20, smallRuns: 1, largeRuns: 1}
+	return scalePlan{sizes: []int{40}, publishers: 20, interval: 2 * time.Second, admissions: 2, tlsSize: 20, small: 3, large: 20, smallRuns: 1, largeRuns: 1}
 }
 
 // allPhases are measured at every size; tlsPhases again with TLS.
@@ -116,7 +120,7 @@ func (b *bench) scale(ctx context.Context, doc string) error {
 	run := scaleRun{plan: p}
 	if err := b.onCluster("cluster", nil, func(c *clientv3.Client, rssBase float64) error {
 		for _, n := range p.sizes {
-			rs, f, err := b.simulate(ctx, c, n, p.interval, allPhases, p.admissions, rssBase)
+			rs, f, err := b.simulate(ctx, c, n, p.publishers, p.interval, allPhases, p.admissions, rssBase)
 			if err != nil {
 				return err
 			}
@@ -139,7 +143,7 @@ func (b *bench) scale(ctx context.Context, doc string) error {
 		return err
 	}
 	if err := b.onCluster("cluster-tls", certs, func(c *clientv3.Client, rssBase float64) error {
-		rs, _, err := b.simulate(ctx, c, p.tlsSize, p.interval, tlsPhases, 0, rssBase)
+		rs, _, err := b.simulate(ctx, c, p.tlsSize, p.publishers, p.interval, tlsPhases, 0, rssBase)
 		run.tls = rs
 		return err
 	}); err != nil {
