@@ -15,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -101,9 +102,11 @@ func readStamp(path string) (int64, bool) {
 // handoverTrial runs two real daemons (each with its real crd-lock cycle
 // child) on one lock: A reboots (its reboot command records the time) and
 // keeps its reboot slot, as a rebooting node does; B gets the lock seat and
-// waits on a watch for the slot. The slot is then deleted the way
-// `crd-lock step complete` deletes it, and the latency is the time from just
-// before that delete to B's reboot command starting.
+// waits on a watch for the slot. The slot is then freed the way
+// `crd-lock step complete` frees it (the slot and its in-flight record in
+// one transaction: a slot that vanished alone would be a lost reboot, and
+// the fleet would halt), and the latency is the time from just before that
+// transaction to B's reboot command starting.
 //
 // line is how many others stand in line behind B (a lock entry each) and
 // fleet how many health records the fleet has besides A's and B's: B's
@@ -154,27 +157,32 @@ func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i, line, 
 	if _, ok := readStamp(stampB); ok {
 		return 0, fmt.Errorf("handover %d: node b rebooted while a's slot was taken", i)
 	}
-	slot := ns + "rebooting/a"
+	slotKey := ns + "rebooting/a"
 	t0 := time.Now()
-	resp, err := c.Delete(ctx, slot, clientv3.WithPrevKV())
+	resp, err := c.Txn(ctx).Then(clientv3.OpDelete(slotKey, clientv3.WithPrevKV()),
+		clientv3.OpDelete(slot.InflightKey(ns, "a"), clientv3.WithPrevKV())).Commit()
 	if err != nil {
 		return 0, err
 	}
-	if resp.Deleted != 1 {
-		return 0, fmt.Errorf("handover %d: no slot %s to release", i, slot)
+	slotDel, inflightDel := resp.Responses[0].GetResponseDeleteRange(), resp.Responses[1].GetResponseDeleteRange()
+	if slotDel.Deleted != 1 {
+		return 0, fmt.Errorf("handover %d: no slot %s to release", i, slotKey)
 	}
 	if !waitFor(20*time.Second, func() bool { _, ok := readStamp(stampB); return ok }) {
 		return 0, fmt.Errorf("handover %d: node b never ran its reboot command after the slot was released; see %s/b.log", i, dir)
 	}
-	if len(resp.PrevKvs) > 0 && resp.PrevKvs[0].Lease != 0 {
-		_, _ = c.Revoke(ctx, clientv3.LeaseID(resp.PrevKvs[0].Lease))
+	for _, kv := range append(slotDel.PrevKvs, inflightDel.PrevKvs...) {
+		if kv.Lease != 0 {
+			_, _ = c.Revoke(ctx, clientv3.LeaseID(kv.Lease))
+		}
 	}
 	t1, _ := readStamp(stampB)
 	return time.Duration(t1 - t0.UnixNano()), nil
 }
 
 // fillLine puts line waiters behind the lock's present entries (a lock
-// entry each, created after B's, so behind it) and fleet health records, the
+// entry each, created after B's, so behind it) and fleet health records
+// with their index and rules keys as publish writes them (recordOps), the
 // first line of them the waiters' (state waiting), the others idle nodes',
 // all on one lease the caller revokes.
 func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, line, fleet int) (clientv3.LeaseID, error) {
@@ -182,6 +190,7 @@ func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, line,
 	if err != nil {
 		return 0, err
 	}
+	rules := policy.RulesOf(config.Default())
 	now := time.Now().UTC()
 	var ops []clientv3.Op
 	flush := func() error {
@@ -200,14 +209,14 @@ func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, line,
 			ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s/%x", lockKey, 0x7000000000000000+int64(w)), string(ann), clientv3.WithLease(lease.ID)))
 		}
 		if w < fleet {
-			rec := policy.NodeRecord{Node: node, State: policy.StateIdle, LastCheck: now, Lock: lockKey, BootID: "boot-" + node, MachineID: "machine-" + node}
+			rec := policy.NodeRecord{V: policy.ProtocolVersion, Node: node, State: policy.StateIdle, LastCheck: now, Lock: lockKey,
+				BootID: "boot-" + node, MachineID: "machine-" + node, Rules: &rules}
 			if w < line {
 				rec.State, rec.RebootRequired, rec.NeedsRebootSince = policy.StateWaiting, true, &now
 			}
-			val, _ := json.Marshal(rec)
-			ops = append(ops, clientv3.OpPut(slot.RecordKey(ns, node), string(val), clientv3.WithLease(lease.ID)))
+			ops = append(ops, recordOps(ns, "", rec, lease.ID, lease.ID)...)
 		}
-		if len(ops) >= 100 { // etcd's default --max-txn-ops is 128
+		if len(ops) >= 90 { // etcd's default --max-txn-ops is 128
 			if err := flush(); err != nil {
 				return lease.ID, err
 			}

@@ -459,11 +459,7 @@ func (s *fleetSim) writeBulk(ctx context.Context) error {
 			Version: version.Get().Version, Lock: strings.TrimSuffix(cfg.LockKey, "/"),
 			BootID: fmt.Sprintf("bench-boot-%05d", i), MachineID: fmt.Sprintf("bench-machine-%05d", i),
 			Rules: ptr(policy.RulesOf(cfg))}
-		val, _ := json.Marshal(rec)
-		ops = append(ops, clientv3.OpPut(slot.RecordKey(s.ns, node), string(val), clientv3.WithLease(lease.ID)))
-		ops = append(ops, slot.IndexOps(s.ns, node, policy.StateIdle, lease.ID)...)
-		ops = append(ops, slot.RulesOps(s.ns, node, cfg.Group, *rec.Rules, rules.ID)...)
-		ops = append(ops, slot.RulesIndexOps(s.ns, node, lease.ID)...)
+		ops = append(ops, recordOps(s.ns, cfg.Group, rec, lease.ID, rules.ID)...)
 		if (i-s.n+1)%bulkPerTxn == 0 {
 			if err := flush(); err != nil {
 				return fmt.Errorf("writing the bulk fleet: %w", err)
@@ -477,6 +473,17 @@ func (s *fleetSim) writeBulk(ctx context.Context) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// recordOps are what publish writes for rec (driver/cluster publish): the
+// health record and its index keys on lease, the rules key on rulesLease
+// and its index key on lease (rec.Rules must be set).
+func recordOps(ns, group string, rec policy.NodeRecord, lease, rulesLease clientv3.LeaseID) []clientv3.Op {
+	val, _ := json.Marshal(rec)
+	ops := []clientv3.Op{clientv3.OpPut(slot.RecordKey(ns, rec.Node), string(val), clientv3.WithLease(lease))}
+	ops = append(ops, slot.IndexOps(ns, rec.Node, rec.State, lease)...)
+	ops = append(ops, slot.RulesOps(ns, rec.Node, group, *rec.Rules, rulesLease)...)
+	return append(ops, slot.RulesIndexOps(ns, rec.Node, lease)...)
+}
 
 // facts reads what etcd holds for the fleet.
 func (s *fleetSim) facts(ctx context.Context, rssBase float64) fleetFacts {
