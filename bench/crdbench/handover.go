@@ -109,9 +109,10 @@ func readStamp(path string) (int64, bool) {
 // transaction to B's reboot command starting.
 //
 // line is how many others stand in line behind B (a lock entry each) and
-// fleet how many health records the fleet has besides A's and B's: B's
-// admission under the lock reads them all (lib/slot Count), so trials with
-// one fleet and two lines show what the line's length costs the handover.
+// fleet how many health records the fleet has besides A's and B's (B's
+// admission under the lock reads only its line's first entries and counts
+// the records, lib/slot Count), so trials with one fleet and two lines
+// show what the line's length costs the handover.
 // The line is filled once B waits, so that it stands behind B.
 func (b *bench) handoverTrial(ctx context.Context, c *clientv3.Client, i, line, fleet int) (time.Duration, error) {
 	dir := filepath.Join(b.work, "handover", fmt.Sprintf("%d-%d-%d", line, fleet, i))
