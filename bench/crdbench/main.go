@@ -4,6 +4,7 @@
 //
 //	crdbench run   [-quick] -bin DIR -bench-bin DIR -etcd PATH -etcdctl PATH -doc FILE
 //	crdbench scale [-quick] -etcd PATH -doc FILE
+//	crdbench admission [-quick] -etcd PATH
 //
 // -quick (make bench-smoke) runs each measurement once and tiny, and fails
 // unless every figure produced numbers.
@@ -51,8 +52,8 @@ func (b *bench) warnf(format string, args ...any) {
 }
 
 func main() {
-	if len(os.Args) < 2 || !slices.Contains([]string{"run", "scale", "queue", "tools"}, os.Args[1]) {
-		fmt.Fprintln(os.Stderr, "usage: crdbench run|scale|queue|tools [flags] (see bench/crdbench/main.go)")
+	if len(os.Args) < 2 || !slices.Contains([]string{"run", "scale", "admission", "queue", "tools"}, os.Args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: crdbench run|scale|admission|queue|tools [flags] (see bench/crdbench/main.go)")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("crdbench "+os.Args[1], flag.ExitOnError)
@@ -93,6 +94,8 @@ func main() {
 	switch os.Args[1] {
 	case "scale":
 		err = b.scale(ctx, doc)
+	case "admission":
+		err = b.admissionOnly(ctx)
 	case "queue":
 		err = b.queueOnly(ctx)
 	case "tools":

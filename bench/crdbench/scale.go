@@ -10,12 +10,23 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/etcdtest"
 )
 
 // clearFleet removes a simulated fleet (its keys and every lease) and
 // compacts, so that the next size starts from an empty etcd.
 func clearFleet(ctx context.Context, c *clientv3.Client, ns string) error {
+	// A node's keys in blocks of 10,000 nodes (node-0…, node-1…): one
+	// delete of a 100,000-node fleet's half million keys outlasts etcd's
+	// request timeout.
+	for _, dir := range []string{slot.RecordsDir(ns), slot.MemberDir(ns), slot.UpDir(ns), slot.RulesDir(ns), slot.RulesIndexDir(ns)} {
+		for d := range 10 {
+			if _, err := c.Delete(ctx, fmt.Sprintf("%snode-%d", dir, d), clientv3.WithPrefix()); err != nil {
+				return err
+			}
+		}
+	}
 	if _, err := c.Delete(ctx, ns, clientv3.WithPrefix()); err != nil {
 		return err
 	}
@@ -198,4 +209,23 @@ func size(bytesPerS float64) string {
 	default:
 		return fmt.Sprintf("%.0f KiB", bytesPerS/(1<<10))
 	}
+}
+
+// admissionOnly is bench-scale's admission alone (make bench-admission,
+// about 5 minutes): at every size of the full plan, 100 publishing nodes
+// and the rest records kept alive, one admission with an empty rules cache
+// and then the plan's admissions, printed; no document is written.
+func (b *bench) admissionOnly(ctx context.Context) error {
+	p := fullScalePlan()
+	if b.quick {
+		p = quickScalePlan()
+	}
+	return b.onCluster("cluster", nil, func(c *clientv3.Client, rssBase float64) error {
+		for _, n := range p.sizes {
+			if _, _, err := b.simulate(ctx, c, n, min(100, p.publishers), p.interval, []string{phaseHolding}, p.admissions, rssBase); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
