@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -61,5 +62,12 @@ func resumeRollout(ctx context.Context, f slot.Fleet, reason string, now time.Ti
 	if err != nil {
 		return "", err
 	}
-	return "resumed the halted rollout, acknowledging " + joinOr(ack.Acknowledged, "nothing"), nil
+	// A failure's id is node/<slot lease>; etcd picks the lease ids, so
+	// the schedule names the nodes only (a replay must read the same).
+	var nodes []string
+	for _, id := range ack.Acknowledged {
+		node, _, _ := strings.Cut(id, "/")
+		nodes = append(nodes, node)
+	}
+	return "resumed the halted rollout, acknowledging " + joinOr(nodes, "nothing"), nil
 }
