@@ -49,7 +49,7 @@ bench-smoke: build etcd bench-tools
 bench-tools-time: build etcd bench-tools
 	$(CRDBENCH) tools $(BENCH_ARGS)
 
-# The admission alone at 100 to 100,000 nodes (about 5 minutes): per admission
+# The admission alone at 100 to 100,000 nodes (about 3 minutes): per admission
 # the bytes, the time and etcd's apply time, printed (docs/scaling.md is
 # bench-scale's).
 .PHONY: bench-admission

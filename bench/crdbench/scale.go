@@ -212,7 +212,7 @@ func size(bytesPerS float64) string {
 }
 
 // admissionOnly is bench-scale's admission alone (make bench-admission,
-// about 5 minutes): at every size of the full plan, 100 publishing nodes
+// about 3 minutes): at every size of the full plan, 100 publishing nodes
 // and the rest records kept alive, one admission with an empty rules cache
 // and then the plan's admissions, printed; no document is written.
 func (b *bench) admissionOnly(ctx context.Context) error {
