@@ -213,7 +213,7 @@ node_perms() {
 	echo "readwrite key ${ns}index/member/$n"
 	echo "readwrite key ${ns}index/up/$n"
 	echo "readwrite key ${ns}rules/$n"
-	echo "readwrite key ${ns}index/rules/$n"
+	echo "readwrite key ${ns}index/rules-changed"
 	echo "readwrite key ${ns}rebooting/$n"
 	echo "readwrite key ${ns}requests/$n"
 	echo "readwrite key ${ns}queue/$n"

@@ -198,7 +198,7 @@ func fillLine(ctx context.Context, c *clientv3.Client, ns, lockKey string, line,
 		if len(ops) == 0 {
 			return nil
 		}
-		_, err := c.Txn(ctx).Then(ops...).Commit()
+		_, err := c.Txn(ctx).Then(append(ops, rulesChanged(ns))...).Commit()
 		ops = ops[:0]
 		return err
 	}

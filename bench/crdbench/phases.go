@@ -449,7 +449,7 @@ func (s *fleetSim) writeBulk(ctx context.Context) error {
 		if len(ops) == 0 {
 			return nil
 		}
-		_, err := s.c.Txn(ctx).Then(ops...).Commit()
+		_, err := s.c.Txn(ctx).Then(append(ops, rulesChanged(s.ns))...).Commit()
 		ops = ops[:0]
 		return err
 	}
@@ -472,17 +472,21 @@ func (s *fleetSim) writeBulk(ctx context.Context) error {
 	return nil
 }
 
+// rulesChanged is the write of slot.RulesChangedKey that goes with rules
+// keys written by recordOps.
+func rulesChanged(ns string) clientv3.Op { return clientv3.OpPut(slot.RulesChangedKey(ns), "crdbench") }
+
 func ptr[T any](v T) *T { return &v }
 
 // recordOps are what publish writes for rec (driver/cluster publish): the
 // health record and its index keys on lease, the rules key on rulesLease
-// and its index key on lease (rec.Rules must be set).
+// (rec.Rules must be set). The transaction that carries them also writes
+// slot.RulesChangedKey, once (rulesChanged).
 func recordOps(ns, group string, rec policy.NodeRecord, lease, rulesLease clientv3.LeaseID) []clientv3.Op {
 	val, _ := json.Marshal(rec)
 	ops := []clientv3.Op{clientv3.OpPut(slot.RecordKey(ns, rec.Node), string(val), clientv3.WithLease(lease))}
 	ops = append(ops, slot.IndexOps(ns, rec.Node, rec.State, lease)...)
-	ops = append(ops, slot.RulesOps(ns, rec.Node, group, *rec.Rules, rulesLease)...)
-	return append(ops, slot.RulesIndexOps(ns, rec.Node, lease)...)
+	return append(ops, clientv3.OpPut(slot.RulesKey(ns, rec.Node), slot.RulesValue(group, *rec.Rules), clientv3.WithLease(rulesLease)))
 }
 
 // facts reads what etcd holds for the fleet.

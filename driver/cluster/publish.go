@@ -86,10 +86,12 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	ops = append(ops, slot.IndexOps(s.ns, s.cfg.NodeName, a.State, id)...)
 	withRules := func(rl clientv3.LeaseID) []clientv3.Op {
 		if rl == 0 {
-			return ops
+			// No week-long lease this time: the record's own, so that
+			// the rules are never missing while the node lives; the
+			// next publication with the week's lease writes the key again.
+			rl = id
 		}
-		return append(slices.Clip(ops), append(slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl),
-			slot.RulesIndexOps(s.ns, s.cfg.NodeName, id)...)...)
+		return append(slices.Clip(ops), slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl)...)
 	}
 	rl := s.rulesLease(ctx)
 	resp, err := s.client.Txn(rctx).Then(withRules(rl)...).Commit()
@@ -312,8 +314,7 @@ const rulesLeaseFile = "rules-lease"
 // rulesLease is the lease of this node's rules key (lib/slot RulesOps): a
 // week long, renewed once a day (by this node's clock: it decides only when
 // to renew), granted anew when it is gone. 0 when etcd cannot grant one:
-// the record goes without its rules key this time (its rules are in the
-// record and its slots).
+// the rules key then goes on the record's lease this time.
 func (s *session) rulesLease(ctx context.Context) clientv3.LeaseID {
 	path := filepath.Join(s.cfg.StateDir, rulesLeaseFile)
 	b, _ := os.ReadFile(path)

@@ -108,7 +108,7 @@ func (r *rig) record(f Fleet, state string, required bool, mut ...func(*policy.N
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	ops := append(RulesOps(r.ns, f.Node, f.Group, *rec.Rules, g.ID), RulesIndexOps(r.ns, f.Node, g.ID)...)
+	ops := RulesOps(r.ns, f.Node, f.Group, *rec.Rules, g.ID)
 	if _, err := r.c.Txn(context.Background()).Then(ops...).Commit(); err != nil {
 		r.t.Fatal(err)
 	}

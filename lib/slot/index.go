@@ -34,17 +34,6 @@ func MemberDir(ns string) string { return IndexDir(ns) + "member/" }
 // UpDir holds the nodes whose record says they are not rebooting.
 func UpDir(ns string) string { return IndexDir(ns) + "up/" }
 
-// RulesIndexDir holds the live nodes whose rules are in their rules key
-// (RulesKey): fewer of them than records means some node's rules are in its
-// record only (an older version), and the admission reads the records.
-func RulesIndexDir(ns string) string { return IndexDir(ns) + "rules/" }
-
-// RulesIndexOps mark node's rules as published in its rules key, on the
-// record's lease.
-func RulesIndexOps(ns, node string, lease clientv3.LeaseID) []clientv3.Op {
-	return []clientv3.Op{clientv3.OpPut(RulesIndexDir(ns)+node, "", clientv3.WithLease(lease))}
-}
-
 // IndexOps are the index's writes for node's record in state, on lease: to
 // go into the record's own transaction.
 func IndexOps(ns, node, state string, lease clientv3.LeaseID) []clientv3.Op {

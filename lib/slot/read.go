@@ -63,10 +63,7 @@ const (
 	rStartCount
 	rWaveDone
 	rQueue
-	rRulesCount
-	rRulesNewest
-	rRecordCount
-	rRulesIndexed
+	rRulesChanged
 	rDone
 )
 
@@ -135,10 +132,7 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 		rStartCount:   clientv3.OpGet(StartsDir(f.NS), prefix, countOnly),
 		rWaveDone:     clientv3.OpGet(WaveDoneDir(f.NS), prefix, countOnly),
 		rQueue:        clientv3.OpGet(QueueDir(f.NS), prefix, byCreate),
-		rRulesCount:   rulesStampOps(f.NS)[0],
-		rRulesNewest:  rulesStampOps(f.NS)[1],
-		rRecordCount:  clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly),
-		rRulesIndexed: clientv3.OpGet(RulesIndexDir(f.NS), prefix, countOnly),
+		rRulesChanged: rulesChangedOp(f.NS),
 	}
 	if all {
 		ops[rRecords] = clientv3.OpGet(RecordsDir(f.NS), prefix)
@@ -188,7 +182,10 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	k.records(kvs(rRecords))
 	c := k.c
 	c.Records = all
-	c.RecordCount = int(resp.Responses[rRecordCount].GetResponseRange().Count)
+	if !all {
+		// The summary's first read: the records' number (summaryOps).
+		c.RecordCount = int(sums[0].GetResponseRange().Count)
+	}
 	if p := kvs(rPause); len(p) > 0 {
 		c.View.Paused = ParsePause(p[0].Value)
 	}
@@ -208,19 +205,16 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	c.Rollout = parseRollout(f.NS, rollout)
 	c.Rollout.StartCount = int(resp.Responses[rStartCount].GetResponseRange().Count)
 	c.Tickets = parseTickets(f.NS, kvs(rQueue))
-	stamp := rulesStamp{Count: resp.Responses[rRulesCount].GetResponseRange().Count}
-	if n := kvs(rRulesNewest); len(n) > 0 {
-		stamp.Newest = n[0].ModRevision
+	var changed int64
+	if ch := kvs(rRulesChanged); len(ch) > 0 {
+		changed = ch[0].ModRevision
 	}
-	if c.RuleSets, err = f.ruleSets(ctx, stamp, rev); err != nil {
+	if c.RuleSets, err = f.ruleSets(ctx, changed, rev); err != nil {
 		return Count{}, err
 	}
-	unpublished := int(resp.Responses[rRulesIndexed].GetResponseRange().Count) < c.RecordCount
-	if !all && (f.Wave > 0 || f.percentages(c) || unpublished) {
+	if !all && (f.Wave > 0 || f.percentages(c)) {
 		// Waves and percentages are rules over every node: their records
 		// (and, for waves, the operators' holds), at the count's revision.
-		// So are the rules of live nodes that keep them in their record
-		// only (an older version's: fewer rules-index keys than records).
 		if err := f.readRecords(ctx, k, &c, rev); err != nil {
 			return Count{}, err
 		}

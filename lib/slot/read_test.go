@@ -60,7 +60,8 @@ func TestAdmissionReadsNoRecords(t *testing.T) {
 
 // The fleet's rules come from the rules keys, which outlive their nodes'
 // records (a node gone keeps counting, the safe side), read once and then
-// kept in the cache for as long as the keys' stamp holds.
+// kept in the cache for as long as their marker (RulesChangedKey) holds and
+// for at most RulesCacheMaxAge.
 func TestRulesKeysAndTheirCache(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -105,13 +106,42 @@ func TestRulesKeysAndTheirCache(t *testing.T) {
 	if m := a.Decide(c).Rules.MaxHolders; m != 1 {
 		t.Fatalf("max_holders %d after a new rules key, want 1 read again", m)
 	}
-	// A rules key deleted (an operator forgot a node) lowers the count.
+	// A rules key that goes (its lease ended, or an operator deleted it)
+	// leaves the marker: the cache keeps its rules, the safe side, until
+	// it is a day old ...
 	if _, err := r.c.Delete(ctx, RulesKey(r.ns, "strict")); err != nil {
 		t.Fatal(err)
 	}
 	c, _ = a.Count(ctx, "")
+	if m := a.Decide(c).Rules.MaxHolders; m != 1 {
+		t.Fatalf("max_holders %d after the strict node's key went, want the cached 1", m)
+	}
+	later := a
+	later.Now = func() time.Time { return time.Now().Add(RulesCacheMaxAge + time.Minute) }
+	c, _ = later.Count(ctx, "")
+	if m := later.Decide(c).Rules.MaxHolders; m != 3 {
+		t.Fatalf("max_holders %d a day later, want 3: the keys read again", m)
+	}
+	// ... or the marker is deleted with it (docs/runbooks.md): read again
+	// at once, and on every count until a publication writes it again.
+	r.record(r.fleet("strict", "", time.Minute, func(f *Fleet) { f.Rules.MaxHolders = config.Count(1) }), policy.StateIdle, false)
+	c, _ = a.Count(ctx, "")
+	if m := a.Decide(c).Rules.MaxHolders; m != 1 {
+		t.Fatalf("max_holders %d with the strict key back, want 1", m)
+	}
+	for _, k := range []string{RulesKey(r.ns, "strict"), RulesChangedKey(r.ns)} {
+		if _, err := r.c.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ = a.Count(ctx, "")
 	if m := a.Decide(c).Rules.MaxHolders; m != 3 {
-		t.Fatalf("max_holders %d after the strict node's key was deleted, want 3", m)
+		t.Fatalf("max_holders %d after the strict key and the marker were deleted, want 3", m)
+	}
+	// A publication writes the marker again, whatever its own key holds.
+	r.record(r.fleet("b", "", time.Minute, func(f *Fleet) { f.Rules.MaxHolders = config.Count(3) }), policy.StateIdle, false)
+	if resp, err := r.c.Get(ctx, RulesChangedKey(r.ns)); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("marker not written again: %v", err)
 	}
 }
 
@@ -134,28 +164,5 @@ func TestUngroupedLineBesideGroups(t *testing.T) {
 	}
 	if got := c.Nodes(); len(got) != 2 || got[0] != "a" || got[1] != "plain" {
 		t.Fatalf("present %v, want a and the plain seat (not the group's seats)", got)
-	}
-}
-
-// A live node of an older version keeps its rules in its record only (no
-// rules key, no rules-index key): the admission notices it from the counts
-// and reads the records, so its stricter rules still count.
-func TestOlderRecordsRulesStillCount(t *testing.T) {
-	r := newRig(t)
-	ctx := context.Background()
-	rules := policy.Rules{MaxHolders: config.Count(1)}
-	rec := policy.NodeRecord{Node: "old", State: policy.StateIdle, Lock: r.ns + "lock", BootID: "boot-old", Rules: &rules, V: 2}
-	b, _ := json.Marshal(rec)
-	r.put(RecordKey(r.ns, "old"), string(b), 0)
-	a := r.fleet("a", "", time.Minute, func(f *Fleet) { f.Rules.MaxHolders = config.Count(3) })
-	c, err := a.Count(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !c.Records {
-		t.Fatal("a record without its rules key was not read")
-	}
-	if m := a.Decide(c).Rules.MaxHolders; m != 1 {
-		t.Fatalf("max_holders %d, want the older node's 1", m)
 	}
 }

@@ -21,11 +21,14 @@ import (
 // (publish, in the record's transaction), on a lease of a week that it
 // renews once a day, so that an admission learns the strictest rules of
 // the fleet without reading every health record. The keys change when
-// configurations do, not when nodes publish or reboot: an admitting
-// process keeps the distinct rule sets it read (RulesCache) and reads them
-// again only when the keys' count or newest revision moved. A node that
-// leaves the fleet keeps counting for up to a week (the safe side), or
-// until an operator deletes its key (docs/runbooks.md).
+// configurations do, not when nodes publish or reboot. Every write of a
+// rules key also writes one key, <ns>index/rules-changed, in the same
+// transaction: an admitting process keeps the distinct rule sets it read
+// (RulesCache) and reads them again only when that key moved, so that an
+// admission reads one key, not a range of the fleet's size. A rules key
+// that goes (its lease ends a week after its node left, or an operator
+// deletes it) does not move it: the cache keeps that node's rules, on the
+// safe side, for at most RulesCacheMaxAge more (docs/runbooks.md).
 
 // RulesDir is <ns>rules/.
 func RulesDir(ns string) string { return ns + "rules/" }
@@ -44,25 +47,42 @@ type NodeRules struct {
 // a day, so that a node gone for good stops counting a week after it left.
 const RulesLeaseTTL = 7 * 24 * time.Hour
 
-// RulesOps keep node's rules key at its rules, on lease: written only when
-// the value or the lease differs (an op for the publication's own
-// transaction; a renewal of the lease changes no revision).
+// RulesChangedKey is written with every rules key: its modification
+// revision is the newest rules key's (or newer).
+func RulesChangedKey(ns string) string { return IndexDir(ns) + "rules-changed" }
+
+// RulesOps keep node's rules key at its rules, on lease: written, with
+// RulesChangedKey, only when the value or the lease differs or
+// RulesChangedKey is missing (an op for the publication's own transaction;
+// a renewal of the lease changes no revision).
 func RulesOps(ns, node, group string, rules policy.Rules, lease clientv3.LeaseID) []clientv3.Op {
-	val, _ := json.Marshal(NodeRules{Group: group, Rules: rules, V: policy.ProtocolVersion})
-	key := RulesKey(ns, node)
+	val := RulesValue(group, rules)
+	key, changed := RulesKey(ns, node), RulesChangedKey(ns)
 	return []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", string(val)),
-		clientv3.Compare(clientv3.LeaseValue(key), "=", lease)},
-		nil, []clientv3.Op{clientv3.OpPut(key, string(val), clientv3.WithLease(lease))})}
+		clientv3.Compare(clientv3.LeaseValue(key), "=", lease),
+		clientv3.Compare(clientv3.CreateRevision(changed), ">", 0)},
+		nil, []clientv3.Op{clientv3.OpPut(key, string(val), clientv3.WithLease(lease)), clientv3.OpPut(changed, node)})}
 }
 
-// rulesStamp says which rules keys a rule set list was read from: their
-// number and the newest modification revision among them. Equal stamps
-// mean equal keys (a key written moves the revision; one deleted lowers the
-// count, or moves the revision if another was written too).
-type rulesStamp struct {
-	Count  int64 `json:"count"`
-	Newest int64 `json:"newest"`
+// RulesValue is a rules key's value for a node of group with rules.
+func RulesValue(group string, rules policy.Rules) string {
+	b, _ := json.Marshal(NodeRules{Group: group, Rules: rules, V: policy.ProtocolVersion})
+	return string(b)
 }
+
+// rulesStamp says which rules keys a rule set list was read from:
+// RulesChangedKey's modification revision (0: the key is missing, and
+// nothing can be cached) and when they were read, by this process's clock
+// (it only decides when to read again).
+type rulesStamp struct {
+	Changed int64     `json:"changed"`
+	ReadAt  time.Time `json:"read_at"`
+}
+
+// RulesCacheMaxAge is how long cached rule sets are used while
+// RulesChangedKey stays: they are read again at least this often, so that
+// the rules of a node whose rules key went stop counting.
+const RulesCacheMaxAge = 24 * time.Hour
 
 // RulesCacheFile is the rules cache's file in run_dir.
 const RulesCacheFile = "rules-cache.json"
@@ -83,14 +103,19 @@ type rulesCacheData struct {
 	Sets  []NodeRules `json:"sets"`
 }
 
-// get returns the rule sets for stamp, if cached.
-func (rc *RulesCache) get(s rulesStamp) ([]NodeRules, bool) {
-	if rc == nil {
+// get returns the rule sets for RulesChangedKey's revision changed, if
+// cached and younger than RulesCacheMaxAge at now.
+func (rc *RulesCache) get(changed int64, now time.Time) ([]NodeRules, bool) {
+	if rc == nil || changed == 0 {
 		return nil, false
+	}
+	fresh := func(d rulesCacheData) bool {
+		age := now.Sub(d.Stamp.ReadAt)
+		return d.Stamp.Changed == changed && age >= 0 && age < RulesCacheMaxAge
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.data.Stamp == s && s.Newest != 0 {
+	if fresh(rc.data) {
 		return rc.data.Sets, true
 	}
 	if rc.Path == "" {
@@ -101,7 +126,7 @@ func (rc *RulesCache) get(s rulesStamp) ([]NodeRules, bool) {
 		return nil, false
 	}
 	var d rulesCacheData
-	if json.Unmarshal(b, &d) != nil || d.Stamp != s || s.Newest == 0 {
+	if json.Unmarshal(b, &d) != nil || !fresh(d) {
 		return nil, false
 	}
 	rc.data = d
@@ -121,22 +146,15 @@ func (rc *RulesCache) put(s rulesStamp, sets []NodeRules) {
 	}
 }
 
-// rulesStampOps read the rules keys' stamp (two small ranges).
-func rulesStampOps(ns string) []clientv3.Op {
-	return []clientv3.Op{
-		clientv3.OpGet(RulesDir(ns), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(RulesDir(ns), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
-			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend)),
-	}
-}
+// rulesChangedOp reads RulesChangedKey.
+func rulesChangedOp(ns string) clientv3.Op { return clientv3.OpGet(RulesChangedKey(ns)) }
 
-// ruleSets are the distinct rule sets of the rules keys at rev: from the
-// cache when the stamp matches, else read (and cached).
-func (f Fleet) ruleSets(ctx context.Context, s rulesStamp, rev int64) ([]NodeRules, error) {
-	if s.Count == 0 {
-		return nil, nil
-	}
-	if sets, ok := f.RulesCache.get(s); ok {
+// ruleSets are the distinct rule sets of the rules keys at rev, given
+// RulesChangedKey's revision there (0: missing): from the cache when it
+// holds them, else read (and cached).
+func (f Fleet) ruleSets(ctx context.Context, changed, rev int64) ([]NodeRules, error) {
+	now := f.now()
+	if sets, ok := f.RulesCache.get(changed, now); ok {
 		return sets, nil
 	}
 	rctx, cancel := f.rpc(ctx)
@@ -146,7 +164,9 @@ func (f Fleet) ruleSets(ctx context.Context, s rulesStamp, rev int64) ([]NodeRul
 		return nil, err
 	}
 	sets := distinctRules(resp.Kvs)
-	f.RulesCache.put(s, sets)
+	if changed != 0 {
+		f.RulesCache.put(rulesStamp{Changed: changed, ReadAt: now}, sets)
+	}
 	return sets, nil
 }
 
