@@ -211,7 +211,7 @@ node_perms() {
 	echo "read prefix $ns"
 	echo "readwrite key ${ns}nodes/$n"
 	echo "readwrite key ${ns}index/member/$n"
-	echo "readwrite key ${ns}index/up/$n"
+	echo "readwrite key ${ns}index/down/$n"
 	echo "readwrite key ${ns}rules/$n"
 	echo "readwrite key ${ns}index/rules-changed"
 	echo "readwrite key ${ns}rebooting/$n"

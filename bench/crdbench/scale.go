@@ -20,7 +20,7 @@ func clearFleet(ctx context.Context, c *clientv3.Client, ns string) error {
 	// A node's keys in blocks of 10,000 nodes (node-0…, node-1…): one
 	// delete of a 100,000-node fleet's half million keys outlasts etcd's
 	// request timeout.
-	for _, dir := range []string{slot.RecordsDir(ns), slot.MemberDir(ns), slot.UpDir(ns), slot.RulesDir(ns)} {
+	for _, dir := range []string{slot.RecordsDir(ns), slot.MemberDir(ns), slot.DownDir(ns), slot.RulesDir(ns)} {
 		for d := range 10 {
 			if _, err := c.Delete(ctx, fmt.Sprintf("%snode-%d", dir, d), clientv3.WithPrefix()); err != nil {
 				return err

@@ -91,8 +91,8 @@ func scalingDoc(run scaleRun) string {
 		"jitter, in the same burst as the cycle when due) the daemon runs `crd-lock step publish`, which connects (to one member), renews "+
 		"its one publish lease with a single LeaseKeepAlive (TTL 3 × interval = %.0f s; a lease is granted only when the "+
 		"old one expired), reads its own record (one Get: another machine must not publish under this name), writes its "+
-		"record `<ns>nodes/<node>` with its two index keys (`<ns>index/member/<node>`, `<ns>index/up/<node>`, lib/slot "+
-		"index.go) and reads the pause key and its own hold and request keys in one Txn, and disconnects. Single keys "+
+		"record `<ns>nodes/<node>` with its index keys (`<ns>index/member/<node>`, and `<ns>index/down/<node>` while it "+
+		"reboots, lib/slot index.go) and reads the pause key and its own hold and request keys in one Txn, and disconnects. Single keys "+
 		"only. Between publications the node holds no connection, no watch and no lock entry.\n"+
 		"- **Needs a reboot, window closed** (or max_reboots_per_day reached, or a local block): the same publication "+
 		"with state `blocked`; no pre-lock check runs, so nothing more is read.\n"+

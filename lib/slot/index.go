@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,136 +17,88 @@ import (
 // The index (docs/scaling.md): keys without values that a node's
 // publication writes beside its health record, on the record's lease and
 // in the record's transaction, so that what a decision needs of the fleet
-// can be counted with count-only ranges instead of reading every record.
+// can be counted instead of reading every record.
 //
 //	<ns>index/member/<node>   the node publishes a record (always)
-//	<ns>index/up/<node>       ... and its state is not rebooting
+//	<ns>index/down/<node>     ... and its state is rebooting
 //
-// A record without its member key was written by a version that keeps no
-// index: a reader that finds fewer member keys than records reads the
-// records instead (Summary).
+// The healthy nodes are the records less the down keys and the slots: the
+// down keys are as few as the nodes in their reboots, so a summary walks
+// two ranges of the fleet's size (the records' and the members' counts),
+// not three. A record without its member key was written by a version that
+// keeps no index (0.1.0): a reader that finds fewer member keys than
+// records reads the records instead (Summary).
 
 // IndexDir is <ns>index/.
 func IndexDir(ns string) string { return ns + "index/" }
 
-// MemberDir and UpDir are the index's two sets.
+// MemberDir and DownDir are the index's two sets.
 func MemberDir(ns string) string { return IndexDir(ns) + "member/" }
 
-// UpDir holds the nodes whose record says they are not rebooting.
-func UpDir(ns string) string { return IndexDir(ns) + "up/" }
+// DownDir holds the nodes whose record says they are rebooting.
+func DownDir(ns string) string { return IndexDir(ns) + "down/" }
 
 // IndexOps are the index's writes for node's record in state, on lease: to
 // go into the record's own transaction.
 func IndexOps(ns, node, state string, lease clientv3.LeaseID) []clientv3.Op {
 	ops := []clientv3.Op{clientv3.OpPut(MemberDir(ns)+node, "", clientv3.WithLease(lease))}
 	if state == policy.StateRebooting {
-		return append(ops, clientv3.OpDelete(UpDir(ns)+node))
+		return append(ops, clientv3.OpPut(DownDir(ns)+node, "", clientv3.WithLease(lease)))
 	}
-	return append(ops, clientv3.OpPut(UpDir(ns)+node, "", clientv3.WithLease(lease)))
+	return append(ops, clientv3.OpDelete(DownDir(ns)+node))
 }
 
 // Summary reads what the built-in policies and the health script's
 // CLUSTER_SIZE need (policy.Summary) for self with these fallback nodes, in
-// two transactions whose size does not grow with the fleet: count-only
-// ranges of the records and of the index, the slots (at most the nodes
-// down), and one key per slot and per fallback node. full is true when some
+// reads whose size does not grow with the fleet: the slots' names, then at
+// one revision the records' and members' counts, the down keys, and one
+// key per slot and per fallback node (summaryOps). full is true when some
 // records are not indexed (an older version publishes them): then the
 // records themselves were read, as before the index.
 func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks []string, now time.Time) (s policy.Summary, full bool, err error) {
-	countOnly := clientv3.WithCountOnly()
-	ops := []clientv3.Op{
-		clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly),
-		clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly),
-		clientv3.OpGet(UpDir(ns), clientv3.WithPrefix(), countOnly),
-		clientv3.OpGet(Dir(ns), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(RecordKey(ns, self), countOnly),
-		clientv3.OpGet(UpDir(ns)+self, countOnly),
-	}
-	for _, f := range fallbacks {
-		ops = append(ops, clientv3.OpGet(UpDir(ns)+f, countOnly))
-	}
-	resp, err := c.Txn(ctx).Then(ops...).Commit()
+	keysOnly := clientv3.WithKeysOnly()
+	resp, err := c.Get(ctx, Dir(ns), clientv3.WithPrefix(), keysOnly)
 	if err != nil {
 		return s, false, err
 	}
-	count := func(i int) int64 { return resp.Responses[i].GetResponseRange().Count }
-	records, members, up := count(0), count(1), count(2)
-	rev := resp.Header.Revision
-	if members < records {
-		return summaryOfView(ctx, c, ns, self, fallbacks, now, rev)
+	names := slotNamesOf(ns, resp.Kvs)
+	ops := append(summaryOps(ns, self, fallbacks, names, 0), clientv3.OpGet(Dir(ns), clientv3.WithPrefix(), keysOnly))
+	tresp, err := c.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return s, false, err
 	}
-	slotted := map[string]bool{}
-	var slots []string
-	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
-		n := strings.TrimPrefix(string(kv.Key), Dir(ns))
-		if !slotted[n] {
-			slotted[n] = true
-			slots = append(slots, n)
-		}
-	}
-	sort.Strings(slots)
-	selfRecord, selfUp := count(4) > 0, count(5) > 0
-	// Per slot: has it a record (a member anyway), is it up (then not
-	// healthy all the same: it holds a slot). At the first read's revision.
-	var per []clientv3.Op
-	for _, n := range slots {
-		per = append(per, clientv3.OpGet(RecordKey(ns, n), countOnly, clientv3.WithRev(rev)),
-			clientv3.OpGet(UpDir(ns)+n, countOnly, clientv3.WithRev(rev)))
-	}
-	var slotRecord, slotUp []bool
-	if len(per) > 0 {
-		r2, err := c.Txn(ctx).Then(per...).Commit()
-		if err != nil {
+	rev, sums := tresp.Header.Revision, tresp.Responses[:len(ops)-1]
+	if found := slotNamesOf(ns, tresp.Responses[len(ops)-1].GetResponseRange().Kvs); !slices.Equal(found, names) {
+		// A slot was taken (or freed) in between: its reads again, at
+		// the summary's revision.
+		names = found
+		if tresp, err = c.Txn(ctx).Then(summaryOps(ns, self, fallbacks, names, rev)...).Commit(); err != nil {
 			return s, false, err
 		}
-		for i := range slots {
-			slotRecord = append(slotRecord, r2.Responses[2*i].GetResponseRange().Count > 0)
-			slotUp = append(slotUp, r2.Responses[2*i+1].GetResponseRange().Count > 0)
-		}
+		sums = tresp.Responses
 	}
-	s = policy.Summary{ClusterSize: int(records), HealthyOthers: int(up), FallbackUp: []string{}, ReadAt: now.UTC()}
-	if !selfRecord {
-		s.ClusterSize++ // self is a member whatever it published
+	s, indexed := parseSummary(sums, ns, self, fallbacks, names, now)
+	if !indexed {
+		return summaryOfView(ctx, c, ns, self, fallbacks, now, rev)
 	}
-	if selfUp {
-		s.HealthyOthers--
-	}
-	for i, n := range slots {
-		if !slotRecord[i] && n != self {
-			s.ClusterSize++ // a member by its slot alone
-		}
-		if slotUp[i] && n != self {
-			s.HealthyOthers-- // up by its record, down by its slot
-		}
-	}
-	for i, f := range fallbacks {
-		if f != self && count(6+i) > 0 && !slotted[f] {
-			s.FallbackUp = append(s.FallbackUp, f)
-		}
-	}
-	sort.Strings(s.FallbackUp)
 	return s, false, nil
 }
 
 // summaryOps are the reads of a Summary for self with these fallback
-// nodes, given the nodes that hold slots (read before): count-only ranges
-// and single keys, for one transaction with other reads (the admission's
-// count). parseSummary turns their responses into the Summary.
-// rev, when not 0, reads them at that revision.
+// nodes, given the nodes that hold slots (read before): two count-only
+// ranges, the down keys, and single keys, for one transaction with other
+// reads (the admission's count). parseSummary turns their responses into
+// the Summary. rev, when not 0, reads them at that revision.
 func summaryOps(ns, self string, fallbacks, slots []string, rev int64) []clientv3.Op {
 	countOnly, at := clientv3.WithCountOnly(), clientv3.WithRev(rev)
 	ops := []clientv3.Op{
 		clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly, at),
 		clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly, at),
-		clientv3.OpGet(UpDir(ns), clientv3.WithPrefix(), countOnly, at),
+		clientv3.OpGet(DownDir(ns), clientv3.WithPrefix(), clientv3.WithKeysOnly(), at),
 		clientv3.OpGet(RecordKey(ns, self), countOnly, at),
-		clientv3.OpGet(UpDir(ns)+self, countOnly, at),
 	}
-	for _, f := range fallbacks {
-		ops = append(ops, clientv3.OpGet(UpDir(ns)+f, countOnly, at))
-	}
-	for _, n := range slots {
-		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), countOnly, at), clientv3.OpGet(UpDir(ns)+n, countOnly, at))
+	for _, n := range append(slices.Clip(fallbacks), slots...) {
+		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), countOnly, at))
 	}
 	return ops
 }
@@ -153,33 +106,43 @@ func summaryOps(ns, self string, fallbacks, slots []string, rev int64) []clientv
 // parseSummary is the Summary of summaryOps' responses. indexed is false
 // when some records carry no index (an older version's): the summary must
 // then be read from the records (summaryOfView).
-func parseSummary(resps []*etcdserverpb.ResponseOp, self string, fallbacks, slots []string, now time.Time) (s policy.Summary, indexed bool) {
+func parseSummary(resps []*etcdserverpb.ResponseOp, ns, self string, fallbacks, slots []string, now time.Time) (s policy.Summary, indexed bool) {
 	count := func(i int) int64 { return resps[i].GetResponseRange().Count }
-	records, members, up := count(0), count(1), count(2)
-	s = policy.Summary{ClusterSize: int(records), HealthyOthers: int(up), FallbackUp: []string{}, ReadAt: now.UTC()}
+	records, members := count(0), count(1)
+	down := map[string]bool{}
+	for _, kv := range resps[2].GetResponseRange().Kvs {
+		down[strings.TrimPrefix(string(kv.Key), DownDir(ns))] = true
+	}
+	slotted := map[string]bool{}
+	for _, n := range slots {
+		slotted[n] = true
+	}
+	// up: a record that is not down. A down key outlives its record only
+	// when the record was deleted by hand: one healthy node fewer, the
+	// safe side.
+	up := func(i int, n string) bool { return count(i) > 0 && !down[n] }
+	s = policy.Summary{ClusterSize: int(records), HealthyOthers: int(records) - len(down), FallbackUp: []string{}, ReadAt: now.UTC()}
 	if count(3) == 0 {
 		s.ClusterSize++ // self is a member whatever it published
 	}
-	if count(4) > 0 {
+	if up(3, self) {
 		s.HealthyOthers--
 	}
-	slotted := map[string]bool{}
-	per := 5 + len(fallbacks)
+	for i, f := range fallbacks {
+		if f != self && up(4+i, f) && !slotted[f] {
+			s.FallbackUp = append(s.FallbackUp, f)
+		}
+	}
+	per := 4 + len(fallbacks)
 	for i, n := range slots {
-		slotted[n] = true
 		if n == self {
 			continue
 		}
-		if count(per+2*i) == 0 {
+		if count(per+i) == 0 {
 			s.ClusterSize++ // a member by its slot alone
 		}
-		if count(per+2*i+1) > 0 {
+		if up(per+i, n) {
 			s.HealthyOthers-- // up by its record, down by its slot
-		}
-	}
-	for i, f := range fallbacks {
-		if f != self && count(5+i) > 0 && !slotted[f] {
-			s.FallbackUp = append(s.FallbackUp, f)
 		}
 	}
 	sort.Strings(s.FallbackUp)

@@ -220,7 +220,7 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 		}
 	}
 	if !c.Records {
-		s, indexed := parseSummary(sums, f.Node, f.Policies.FallbackNodes, names, f.now())
+		s, indexed := parseSummary(sums, f.NS, f.Node, f.Policies.FallbackNodes, names, f.now())
 		if !indexed {
 			// Some records carry no index (an older version publishes
 			// them): the summary of the records themselves.
