@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -356,51 +357,81 @@ const aheadPage = 16
 
 // entriesAhead reads the entries nearest ahead of ours (at most MaxHolders,
 // nearest first), whether they are all that is ahead, and checks that ours
-// still exists. Whatever the length of the line, it reads a few entries and
-// a count, not the line: a waiter cannot enter while its MaxHolders nearest
-// predecessors are all there, so they are all it needs to know and to watch.
-func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey string, myRev int64) (aheadInfo, error) {
+// still exists. Whatever the length of the line, it gets a few entries, not
+// the line: a waiter cannot enter while its MaxHolders nearest predecessors
+// are all there, so they are all it needs to know and to watch.
+//
+// The line is read keys only, and the chosen entries' values (their
+// max_holders) at the same revision after: etcd sorts and filters a range
+// by revision after reading all of it, and a range with values reads every
+// value from its backend, so a waiter's read of a line of 10,000 entries
+// cost etcd 10,000 values (queueing 10,000 nodes took more than ten
+// minutes); keys only, it walks only its in-memory index.
+func entriesAhead(ctx context.Context, c *clientv3.Client, o *Options, myKey string, myRev int64) (a aheadInfo, err error) {
+	for range 10 {
+		// A compaction between the keys and the values: read again.
+		if a, err = entriesAheadOnce(ctx, c, o, myKey, myRev); !errors.Is(err, rpctypes.ErrCompacted) {
+			break
+		}
+	}
+	return a, err
+}
+
+func entriesAheadOnce(ctx context.Context, c *clientv3.Client, o *Options, myKey string, myRev int64) (aheadInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
 	defer cancel()
 	page := int64(o.MaxHolders + aheadPage)
-	resp, err := c.Txn(rctx).Then(
-		clientv3.OpGet(myKey),
-		clientv3.OpGet(o.Key+"/", clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(page)),
-	).Commit()
+	ahead := func(maxCreate int64) []clientv3.OpOption {
+		return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(maxCreate),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(page)}
+	}
+	resp, err := c.Txn(rctx).Then(clientv3.OpGet(myKey, clientv3.WithCountOnly()), clientv3.OpGet(o.Key+"/", ahead(myRev-1)...)).Commit()
 	if err != nil {
 		return aheadInfo{}, err
 	}
-	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+	if resp.Responses[0].GetResponseRange().Count == 0 {
 		return aheadInfo{}, entryGone(ctx, c, o, myKey)
 	}
 	a := aheadInfo{rev: resp.Header.Revision, limit: o.MaxHolders}
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	for {
 		for _, kv := range kvs {
-			if !IsEntry(o.Key, string(kv.Key)) || len(a.near) == o.MaxHolders {
-				continue
+			if IsEntry(o.Key, string(kv.Key)) && len(a.near) < o.MaxHolders {
+				a.near = append(a.near, string(kv.Key))
 			}
-			a.near = append(a.near, string(kv.Key))
-			a.limit = min(a.limit, entryMaxHolders(kv.Value))
 		}
 		if len(a.near) == o.MaxHolders {
-			return a, nil // as many ahead as we allow: we cannot enter now
+			break // as many ahead as we allow: we cannot enter now
 		}
 		if int64(len(kvs)) < page {
 			a.fewer = true // the line ahead ended: near is all of it
-			return a, nil
+			break
 		}
 		// A page of entries of nested group lines: read on from the oldest,
 		// at the same revision.
-		r, err := c.Get(rctx, o.Key+"/", clientv3.WithPrefix(), clientv3.WithRev(a.rev),
-			clientv3.WithMaxCreateRev(kvs[len(kvs)-1].CreateRevision-1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(page))
+		r, err := c.Get(rctx, o.Key+"/", append(ahead(kvs[len(kvs)-1].CreateRevision-1), clientv3.WithRev(a.rev))...)
 		if err != nil {
 			return aheadInfo{}, err
 		}
 		kvs = r.Kvs
 	}
+	if len(a.near) == 0 {
+		return a, nil
+	}
+	var ops []clientv3.Op
+	for _, k := range a.near {
+		ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(a.rev)))
+	}
+	vresp, err := c.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return aheadInfo{}, err
+	}
+	for _, r := range vresp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			a.limit = min(a.limit, entryMaxHolders(kv.Value))
+		}
+	}
+	return a, nil
 }
 
 // aheadInfo is what a waiter reads of the line ahead of it.

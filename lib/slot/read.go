@@ -169,10 +169,16 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
 	line := kvs(rLine)
-	if !all && f.Group == "" && len(line) > 0 && nested(f.Lock, line) {
-		// The ungrouped line shares its range with the groups' lines: a
-		// limited read may have met theirs. Read its own entries whole.
-		if line, err = f.get(ctx, rev, f.Lock+"/", prefix, byCreate); err != nil {
+	if !all {
+		if f.Group == "" && len(line) > 0 && nested(f.Lock, line) {
+			// The ungrouped line shares its range with the groups' lines:
+			// a limited read may have met theirs. Read its own entries
+			// whole (keys only).
+			if line, err = f.get(ctx, rev, f.Lock+"/", prefix, byCreate, clientv3.WithKeysOnly()); err != nil {
+				return Count{}, err
+			}
+		}
+		if line, err = f.values(ctx, rev, line); err != nil {
 			return Count{}, err
 		}
 	}
@@ -250,17 +256,94 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 // lineOp reads this node's group's line: whole for CountAll (every
 // group's), else its first entries, as many as this node's seats: a node
 // that holds a seat is among them, and so is every other holder (no entry
-// behind the first max_holders can hold one).
+// behind the first max_holders can hold one). Those keys only: etcd sorts
+// a range after reading all of it, and with values it would read every
+// waiter's value from its backend; keys only, it walks its in-memory index
+// (values reads the few values after, at the same revision).
 func (f Fleet) lineOp(all bool) clientv3.Op {
 	byCreate := clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
 	if all {
 		return clientv3.OpGet(f.Lock+"/", clientv3.WithPrefix(), byCreate)
 	}
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), byCreate}
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), byCreate, clientv3.WithKeysOnly()}
 	if f.Rules.MaxHolders.Percent == 0 {
 		opts = append(opts, clientv3.WithLimit(int64(max(1, f.Rules.MaxHolders.N))))
 	}
 	return clientv3.OpGet(f.SeatKey()+"/", opts...)
+}
+
+// values reads, at rev, the values of the entries of kvs (read keys only)
+// that can hold a seat, in kvs' order. In each line the holders are a
+// prefix no longer than its first entry's max_holders (counting.seats), so
+// each line's first entry is read, then as many more as it allows; an
+// entry behind them is a waiter and is left out, as the limited read of
+// the line leaves it out (lineOp). A line of 10,000 waiters costs etcd a
+// few values, not 10,000.
+func (f Fleet) values(ctx context.Context, rev int64, kvs []*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
+	lines := map[string][]string{}
+	var parents []string
+	for _, kv := range kvs {
+		key := string(kv.Key)
+		parent := key[:strings.LastIndex(key, "/")]
+		if lines[parent] == nil {
+			parents = append(parents, parent)
+		}
+		lines[parent] = append(lines[parent], key)
+	}
+	var firsts []string
+	for _, p := range parents {
+		firsts = append(firsts, lines[p][0])
+	}
+	got, err := f.valuesOf(ctx, rev, firsts, nil)
+	if err != nil {
+		return nil, err
+	}
+	var more []string
+	for _, p := range parents {
+		first := got[lines[p][0]]
+		if first == nil {
+			continue // gone at rev: no such line
+		}
+		more = append(more, lines[p][1:min(len(lines[p]), entryMax(first.Value))]...)
+	}
+	if got, err = f.valuesOf(ctx, rev, more, got); err != nil {
+		return nil, err
+	}
+	var out []*mvccpb.KeyValue
+	for _, kv := range kvs {
+		if v := got[string(kv.Key)]; v != nil {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// valuesOf adds keys' key-values at rev to got, a hundred keys to a
+// transaction (etcd's --max-txn-ops is 128 by default).
+func (f Fleet) valuesOf(ctx context.Context, rev int64, keys []string, got map[string]*mvccpb.KeyValue) (map[string]*mvccpb.KeyValue, error) {
+	if got == nil {
+		got = map[string]*mvccpb.KeyValue{}
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		var ops []clientv3.Op
+		for _, k := range keys[:n] {
+			ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(rev)))
+		}
+		rctx, cancel := f.rpc(ctx)
+		resp, err := f.Client.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				got[string(kv.Key)] = kv
+			}
+		}
+		keys = keys[n:]
+	}
+	return got, nil
 }
 
 // nested reports whether any of the entries under lock/ is a group's.

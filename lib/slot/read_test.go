@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
@@ -153,16 +155,41 @@ func TestUngroupedLineBesideGroups(t *testing.T) {
 	for i := range 3 {
 		r.seatOf(r.fleet(fmt.Sprintf("g%d", i), "rack", time.Minute), 5, true)
 	}
-	two := func(f *Fleet) { f.Rules.MaxHolders = config.Count(2) }
-	p := r.fleet("plain", "", time.Minute, two)
-	r.seatOf(p, 2, false)
-	a := r.fleet("a", "", time.Minute, two)
-	seat := r.seatOf(a, 2, true)
+	three := func(f *Fleet) { f.Rules.MaxHolders = config.Count(3) }
+	r.seatOf(r.fleet("plain", "", time.Minute, three), 3, false)
+	r.seatOf(r.fleet("plain2", "", time.Minute, three), 3, false)
+	a := r.fleet("a", "", time.Minute, three)
+	seat := r.seatOf(a, 3, true)
 	c, err := a.Count(ctx, seat.Entry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Nodes(); len(got) != 2 || got[0] != "a" || got[1] != "plain" {
-		t.Fatalf("present %v, want a and the plain seat (not the group's seats)", got)
+	if got := fmt.Sprint(c.Nodes()); got != "[a plain plain2]" {
+		t.Fatalf("present %v, want a and the plain seats (not the group's seats)", got)
+	}
+
+	// Long lines of waiters behind the holders (the count reads the values
+	// of each line's possible holders only): the ungrouped line's and
+	// rack's, and a line of etcdctl-style entries (no value: one holder).
+	lease, err := r.c.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		for _, kv := range [][2]string{
+			{fmt.Sprintf("%slock/u%02d", r.ns, i), fmt.Sprintf(`{"node":"u%d","max_holders":3,"candidate":true}`, i)},
+			{fmt.Sprintf("%slock/rack/w%02d", r.ns, i), fmt.Sprintf(`{"node":"w%d","max_holders":5,"candidate":true}`, i)},
+			{fmt.Sprintf("%slock/row/e%02d", r.ns, i), ""},
+		} {
+			if _, err := r.c.Put(ctx, kv[0], kv[1], clientv3.WithLease(lease.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if c, err = a.Count(ctx, seat.Entry()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.Nodes()); got != "[a plain plain2]" {
+		t.Fatalf("with waiters: present %v, want a and the plain seats", got)
 	}
 }
