@@ -352,7 +352,8 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 		"and the failures (docs/cluster-protocol.md, \"What the admission reads\"): the first max_holders entries of its " +
 		"group's line, the slots, the in-flight and failure records, the halts and the acknowledgement, the pause, " +
 		"its own record, hold and request, the recent pacing and start records, the fleet's line, and count-only " +
-		"ranges for the fleet's size, the policies' summary and the rules keys' stamp. The take guards single keys " +
+		"ranges for the fleet's size and the policies' summary, and the rules keys' marker; the lines keys only, then " +
+		"the values of the entries that can hold a seat. The take guards single keys " +
 		"(the pause, the node's hold and seat, the slots it counted by their create revisions), so etcd's apply loop " +
 		"reads no range inside it.\n\n" +
 		"What still grows with the fleet:\n\n" +
@@ -363,8 +364,8 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 		"server). The keys change when a configuration does or a node joins or leaves for good, not when nodes " +
 		"publish or reboot (a node's rules lease is remembered in state_dir, which a reboot keeps).\n" +
 		"- **Rules over every node, only when in effect**: waves (a node of wave > 0), percentages (max_holders, " +
-		"max_holders_total or max_failures given as a percentage) and a live node of an older version (its rules in " +
-		"its record only) make the admission read every health record, about one record per node; `status`, " +
+		"max_holders_total or max_failures given as a percentage) make the admission read every health record, " +
+		"about one record per node; `status`, " +
 		"`report` and `resume` always do. Not measured here: the benchmark's fleet uses the defaults.\n\n" +
 		"Only a seat holder admits, at most max_holders per group at a time, once per reboot and again on each change " +
 		"of its group's line or the slots while it waits for a slot: the admissions a fleet runs per minute follow " +
