@@ -415,10 +415,13 @@ func entriesAheadOnce(ctx context.Context, c *clientv3.Client, o *Options, myKey
 		}
 		kvs = r.Kvs
 	}
-	if len(a.near) == 0 {
-		return a, nil
+	if !a.fewer || len(a.near) == 0 {
+		return a, nil // as many ahead as we allow, or none: their limits do not matter
 	}
-	var ops []clientv3.Op
+	// Fewer ahead than we allow: whether we enter depends on what each of
+	// them allows. Their values at the same revision, after our own entry
+	// (counted: it was there at that revision; it tells this read apart).
+	ops := []clientv3.Op{clientv3.OpGet(myKey, clientv3.WithCountOnly(), clientv3.WithRev(a.rev))}
 	for _, k := range a.near {
 		ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(a.rev)))
 	}
@@ -426,7 +429,7 @@ func entriesAheadOnce(ctx context.Context, c *clientv3.Client, o *Options, myKey
 	if err != nil {
 		return aheadInfo{}, err
 	}
-	for _, r := range vresp.Responses {
+	for _, r := range vresp.Responses[1:] {
 		for _, kv := range r.GetResponseRange().Kvs {
 			a.limit = min(a.limit, entryMaxHolders(kv.Value))
 		}
