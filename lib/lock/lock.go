@@ -431,7 +431,7 @@ func entriesAheadOnce(ctx context.Context, c *clientv3.Client, o *Options, myKey
 	}
 	for _, r := range vresp.Responses[1:] {
 		for _, kv := range r.GetResponseRange().Kvs {
-			a.limit = min(a.limit, entryMaxHolders(kv.Value))
+			a.limit = min(a.limit, lockinfo.ParseAnnotation(kv.Value).MaxHolders)
 		}
 	}
 	return a, nil
@@ -476,16 +476,6 @@ func position(ctx context.Context, c *clientv3.Client, o *Options, myRev int64, 
 		return maxPosition + 1
 	}
 	return n + 1
-}
-
-// entryMaxHolders is an entry's max_holders; an entry without a readable
-// annotation (etcdctl lock) allows one holder.
-func entryMaxHolders(value []byte) int {
-	var a lockinfo.Annotation
-	if json.Unmarshal(value, &a) != nil || a.MaxHolders < 1 {
-		return 1
-	}
-	return a.MaxHolders
 }
 
 // entryGone tells an evicted waiter (entry deleted, lease alive) from one

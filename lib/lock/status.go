@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -70,10 +69,8 @@ func Entries(ctx context.Context, c *clientv3.Client, key string) (lockinfo.Info
 		if !IsEntry(key, string(kv.Key)) {
 			continue
 		}
-		e := lockinfo.Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: lockinfo.TTLUnknown}
-		if err := json.Unmarshal(kv.Value, &e.Annotation); err != nil || e.MaxHolders < 1 {
-			e.MaxHolders = 1
-		}
+		e := lockinfo.Entry{Entry: string(kv.Key), FencingToken: kv.CreateRevision, LeaseID: strconv.FormatInt(kv.Lease, 16), TTLRemainingSec: lockinfo.TTLUnknown,
+			Annotation: lockinfo.ParseAnnotation(kv.Value)}
 		// Each contender holds while its position is below the smallest
 		// max_holders of its own and of every entry ahead (Acquire's rule),
 		// so the holders are a prefix of the line.

@@ -1,6 +1,10 @@
 package lock
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
+)
 
 // An entry written by a newer version (a higher "v", fields this one does
 // not know) is read; one this version cannot decode allows one holder, the
@@ -18,7 +22,7 @@ func TestEntryMaxHoldersAcrossVersions(t *testing.T) {
 		{"not JSON (etcdctl lock)", ``, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := entryMaxHolders([]byte(tc.value)); got != tc.want {
+			if got := lockinfo.ParseAnnotation([]byte(tc.value)).MaxHolders; got != tc.want {
 				t.Errorf("max_holders %d, want %d", got, tc.want)
 			}
 		})

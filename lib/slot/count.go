@@ -85,7 +85,7 @@ func (k *counting) seats(kvs []*mvccpb.KeyValue, seat string) {
 			lines[parent] = l
 		}
 		l.position++
-		a := entryAnnotation(kv.Value)
+		a := lockinfo.ParseAnnotation(kv.Value)
 		if l.running == 0 || a.MaxHolders < l.running {
 			l.running = a.MaxHolders
 		}
@@ -184,16 +184,3 @@ func smallestOn(a, b int) int {
 	}
 	return min(a, b)
 }
-
-// entryAnnotation is a lock entry's annotation; an entry without one
-// (etcdctl lock) allows one holder.
-func entryAnnotation(value []byte) lockinfo.Annotation {
-	var a lockinfo.Annotation
-	if json.Unmarshal(value, &a) != nil || a.MaxHolders < 1 {
-		a.MaxHolders = 1
-	}
-	return a
-}
-
-// entryMax is the max_holders a lock entry allows.
-func entryMax(value []byte) int { return entryAnnotation(value).MaxHolders }

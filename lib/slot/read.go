@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
@@ -304,7 +305,7 @@ func (f Fleet) values(ctx context.Context, rev int64, kvs []*mvccpb.KeyValue) ([
 		if first == nil {
 			continue // gone at rev: no such line
 		}
-		more = append(more, lines[p][1:min(len(lines[p]), entryMax(first.Value))]...)
+		more = append(more, lines[p][1:min(len(lines[p]), lockinfo.ParseAnnotation(first.Value).MaxHolders)]...)
 	}
 	if got, err = f.valuesOf(ctx, rev, more, got); err != nil {
 		return nil, err

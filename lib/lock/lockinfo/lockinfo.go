@@ -4,7 +4,10 @@
 // them as the cluster child reads them (driver/protocol's StatusResult).
 package lockinfo
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Annotation is the JSON value of a lock entry.
 type Annotation struct {
@@ -25,6 +28,18 @@ type Annotation struct {
 	Candidate bool `json:"candidate,omitempty"`
 	// V is the protocol version the writer speaks (lib/lock.ProtocolVersion).
 	V int `json:"v"`
+}
+
+// ParseAnnotation reads a lock entry's value. An entry whose value cannot be
+// read, or names no max_holders (etcdctl lock, a foreign writer), allows one
+// holder: every reader of the line (the waiter, the admission's count,
+// Status) takes it so.
+func ParseAnnotation(value []byte) Annotation {
+	var a Annotation
+	if json.Unmarshal(value, &a) != nil || a.MaxHolders < 1 {
+		a.MaxHolders = 1
+	}
+	return a
 }
 
 // Entry is one holder or waiter as Status sees it.

@@ -1,12 +1,12 @@
 package robustness
 
 import (
-	"encoding/json"
 	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
+	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
 )
 
 // lineWait is an actor waiting in a lock's line: lib/lock read the entries
@@ -88,7 +88,7 @@ func lockValues(q *pb.TxnRequest, resp *pb.TxnResponse) *lineWait {
 		}
 		w.ahead = append(w.ahead, string(r.Key))
 		for _, kv := range resp.Responses[1+i].GetResponseRange().GetKvs() {
-			if m := entryMaxHolders(kv.Value); limit == 0 || m < limit {
+			if m := lockinfo.ParseAnnotation(kv.Value).MaxHolders; limit == 0 || m < limit {
 				limit = m
 			}
 		}
@@ -97,16 +97,4 @@ func lockValues(q *pb.TxnRequest, resp *pb.TxnResponse) *lineWait {
 		return nil
 	}
 	return w
-}
-
-// entryMaxHolders is an entry's max_holders as lib/lock reads it: one when
-// its annotation cannot be read.
-func entryMaxHolders(value []byte) int {
-	var a struct {
-		MaxHolders int `json:"max_holders"`
-	}
-	if json.Unmarshal(value, &a) != nil || a.MaxHolders < 1 {
-		return 1
-	}
-	return a.MaxHolders
 }
