@@ -102,6 +102,9 @@ func (s *Server) fleet(id, group string) slot.Fleet {
 	}
 	cfg.Rollout.Wave = g.Wave
 	f := slot.FromConfig(s.Client, cfg, BootID(id), "", slot.ViaFleetLock)
+	// The server runs no health script under the lock (its recheck is
+	// the windows): only a policy makes its admission count the fleet.
+	f.Sized = false
 	f.RulesCache = &s.rules
 	if s.SlotTTL > 0 {
 		f.TTL = s.SlotTTL

@@ -75,11 +75,22 @@ func (f Fleet) Decide(c Count) slotinfo.Verdict {
 	if v = f.waves(c, v); v.Rule != "" {
 		return v
 	}
-	d := policy.Evaluate(c.View, f.Node, f.Policies)
-	if c.Summary != nil {
+	var d policy.Decision
+	switch {
+	case c.Summary != nil:
 		// The same rules on the count's summary (count-only reads at its
 		// revision): every slot counted down (lib/slot TestSummaryIsTheViews).
 		d = policy.EvaluateSummary(*c.Summary, f.Node, f.Policies)
+	case c.Records:
+		d = policy.Evaluate(c.View, f.Node, f.Policies)
+	case policy.Active(f.Policies):
+		// Count reads the summary whenever a policy is active: a Count
+		// without it cannot decide one.
+		d = policy.Decision{Rule: policy.RuleClusterView, Reason: "the fleet was counted without its summary; policies cannot be checked", FallbackUp: []string{}}
+	default:
+		// No policy, and nothing needed the fleet's size: not counted
+		// (cluster_size 0, the gate's CLUSTER_SIZE empty).
+		d = policy.Decision{Allowed: true, Reason: "no cluster policy configured", FallbackUp: []string{}}
 	}
 	v.Policy = &d
 	if !d.Allowed {
@@ -108,9 +119,11 @@ func (f Fleet) scopesOf(c Count, self bool) (group, fleet int) {
 	if !c.Records {
 		// No percentage is in effect (Count reads every record when one
 		// is): the scopes resolve nothing; the fleet's size is the count
-		// of its records.
-		n := max(1, c.RecordCount)
-		return n, n
+		// of its records, 0 when it was not counted (summarized).
+		if c.RecordCount == 0 {
+			return 0, 0
+		}
+		return c.RecordCount, c.RecordCount
 	}
 	inGroup, all := map[string]bool{}, map[string]bool{f.Node: true}
 	if self {

@@ -45,6 +45,12 @@ type Fleet struct {
 	RPCTimeout time.Duration
 	// Policies are the built-in cluster policies (Evaluate).
 	Policies config.Policies
+	// Sized says the caller needs the fleet's size after an admission
+	// even when no policy is configured: a health script's CLUSTER_SIZE
+	// under the lock. An admission's Count reads the summary (two
+	// count-only ranges of the fleet's size, docs/scaling.md) only when a
+	// policy is active or Sized is set (summarized).
+	Sized bool
 	// RulesCache keeps the fleet's rule sets between admissions (nil: none;
 	// every admission reads every rules key then).
 	RulesCache *RulesCache
@@ -62,7 +68,7 @@ func FromConfig(c *clientv3.Client, cfg config.Config, bootID, machineID, via st
 		Client: c, NS: cfg.Namespace(), Lock: strings.TrimSuffix(cfg.LockKey, "/"), Group: cfg.Group,
 		Node: cfg.NodeName, BootID: bootID, MachineID: machineID, Via: via, Wave: cfg.Rollout.Wave, Rules: policy.RulesOf(cfg),
 		TTL: time.Duration(cfg.RebootSlotTTLSec) * time.Second, RPCTimeout: rpc, Policies: cfg.ClusterPolicies,
-		RulesCache: &RulesCache{Path: filepath.Join(cfg.RunDir, RulesCacheFile)},
+		Sized: cfg.HealthScript != "", RulesCache: &RulesCache{Path: filepath.Join(cfg.RunDir, RulesCacheFile)},
 	}
 }
 
@@ -71,6 +77,10 @@ func (f Fleet) SeatKey() string { return config.GroupLockKey(f.Lock, f.Group) }
 
 // Key is this node's slot key.
 func (f Fleet) Key() string { return Key(f.NS, f.Node) }
+
+// summarized says whether an admission's Count reads the summary: a
+// policy decides on it, or the caller needs the fleet's size.
+func (f Fleet) summarized() bool { return policy.Active(f.Policies) || f.Sized }
 
 func (f Fleet) now() time.Time {
 	if f.Now != nil {
@@ -172,14 +182,16 @@ type Count struct {
 	View policy.View
 	// Records says View.Nodes holds every health record.
 	Records bool
-	// RecordCount is the number of health records (a count-only read).
+	// RecordCount is the number of health records (a count-only read; 0
+	// when the Count read no summary).
 	RecordCount int
 	// RuleSets are the fleet's distinct rule sets, of its rules keys
 	// (RulesDir).
 	RuleSets []NodeRules
 	// Summary is what the built-in policies and CLUSTER_SIZE need, read at
 	// Revision with count-only ranges (an admission's Count; nil with
-	// Records: the view has it).
+	// Records: the view has it; nil too when nothing needs it: no policy
+	// is active and the Fleet is not Sized).
 	Summary *policy.Summary
 	// Slots are the parsed slots of the lock (any group), unbound ones too.
 	Slots []Parsed

@@ -62,7 +62,7 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 		return s, false, err
 	}
 	names := slotNamesOf(ns, resp.Kvs)
-	ops := append(summaryOps(ns, self, fallbacks, names, 0), clientv3.OpGet(Dir(ns), clientv3.WithPrefix(), keysOnly))
+	ops := append(summaryOps(ns, self, fallbacks, names, 0, true), clientv3.OpGet(Dir(ns), clientv3.WithPrefix(), keysOnly))
 	tresp, err := c.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return s, false, err
@@ -72,12 +72,12 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 		// A slot was taken (or freed) in between: its reads again, at
 		// the summary's revision.
 		names = found
-		if tresp, err = c.Txn(ctx).Then(summaryOps(ns, self, fallbacks, names, rev)...).Commit(); err != nil {
+		if tresp, err = c.Txn(ctx).Then(summaryOps(ns, self, fallbacks, names, rev, true)...).Commit(); err != nil {
 			return s, false, err
 		}
 		sums = tresp.Responses
 	}
-	s, indexed := parseSummary(sums, ns, self, fallbacks, names, now)
+	s, indexed := parseSummary(sums, ns, self, fallbacks, names, now, true)
 	if !indexed {
 		return summaryOfView(ctx, c, ns, self, fallbacks, now, rev)
 	}
@@ -85,32 +85,44 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 }
 
 // summaryOps are the reads of a Summary for self with these fallback
-// nodes, given the nodes that hold slots (read before): two count-only
-// ranges, the down keys, and single keys, for one transaction with other
-// reads (the admission's count). parseSummary turns their responses into
-// the Summary. rev, when not 0, reads them at that revision.
-func summaryOps(ns, self string, fallbacks, slots []string, rev int64) []clientv3.Op {
+// nodes, given the nodes that hold slots (read before): the records'
+// count, the down keys, single keys and, when checked, the members' count
+// (a second count-only range of the fleet's size), for one transaction
+// with other reads (the admission's count). parseSummary turns their
+// responses into the Summary. rev, when not 0, reads them at that
+// revision.
+//
+// The members' count only tells whether every record is indexed, which
+// the healthy counts depend on, not the cluster's size: an admission
+// without a policy (whose summary gives only the health script's
+// CLUSTER_SIZE) leaves it out.
+func summaryOps(ns, self string, fallbacks, slots []string, rev int64, checked bool) []clientv3.Op {
 	countOnly, at := clientv3.WithCountOnly(), clientv3.WithRev(rev)
 	ops := []clientv3.Op{
 		clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly, at),
-		clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly, at),
 		clientv3.OpGet(DownDir(ns), clientv3.WithPrefix(), clientv3.WithKeysOnly(), at),
 		clientv3.OpGet(RecordKey(ns, self), countOnly, at),
 	}
 	for _, n := range append(slices.Clip(fallbacks), slots...) {
 		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), countOnly, at))
 	}
+	if checked {
+		ops = append(ops, clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly, at))
+	}
 	return ops
 }
 
 // parseSummary is the Summary of summaryOps' responses. indexed is false
 // when some records carry no index (an older version's): the summary must
-// then be read from the records (summaryOfView).
-func parseSummary(resps []*etcdserverpb.ResponseOp, ns, self string, fallbacks, slots []string, now time.Time) (s policy.Summary, indexed bool) {
+// then be read from the records (summaryOfView). Without the members'
+// count (checked false) indexed is true: the cluster's size is right, its
+// healthy counts may count an unindexed record that is down as healthy,
+// and nothing may decide on them.
+func parseSummary(resps []*etcdserverpb.ResponseOp, ns, self string, fallbacks, slots []string, now time.Time, checked bool) (s policy.Summary, indexed bool) {
 	count := func(i int) int64 { return resps[i].GetResponseRange().Count }
-	records, members := count(0), count(1)
+	records := count(0)
 	down := map[string]bool{}
-	for _, kv := range resps[2].GetResponseRange().Kvs {
+	for _, kv := range resps[1].GetResponseRange().Kvs {
 		down[strings.TrimPrefix(string(kv.Key), DownDir(ns))] = true
 	}
 	slotted := map[string]bool{}
@@ -122,18 +134,18 @@ func parseSummary(resps []*etcdserverpb.ResponseOp, ns, self string, fallbacks, 
 	// safe side.
 	up := func(i int, n string) bool { return count(i) > 0 && !down[n] }
 	s = policy.Summary{ClusterSize: int(records), HealthyOthers: int(records) - len(down), FallbackUp: []string{}, ReadAt: now.UTC()}
-	if count(3) == 0 {
+	if count(2) == 0 {
 		s.ClusterSize++ // self is a member whatever it published
 	}
-	if up(3, self) {
+	if up(2, self) {
 		s.HealthyOthers--
 	}
 	for i, f := range fallbacks {
-		if f != self && up(4+i, f) && !slotted[f] {
+		if f != self && up(3+i, f) && !slotted[f] {
 			s.FallbackUp = append(s.FallbackUp, f)
 		}
 	}
-	per := 4 + len(fallbacks)
+	per := 3 + len(fallbacks)
 	for i, n := range slots {
 		if n == self {
 			continue
@@ -146,7 +158,10 @@ func parseSummary(resps []*etcdserverpb.ResponseOp, ns, self string, fallbacks, 
 		}
 	}
 	sort.Strings(s.FallbackUp)
-	return s, members >= records
+	if !checked {
+		return s, true
+	}
+	return s, count(per+len(slots)) >= records
 }
 
 // summaryOfView reads the records and slots (at rev) and summarises them:

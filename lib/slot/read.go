@@ -68,17 +68,21 @@ const (
 	rDone
 )
 
-// count reads in two transactions: the names of the nodes holding slots,
-// then everything at one revision, the summary's reads of those nodes
-// included (when a slot was taken in between, the summary's reads of the
-// slots found are made again at the count's revision). A compaction that
-// overtook a read of the count's revision makes it count again.
+// count reads everything at one revision. With a summary (an admission's
+// Count of a Fleet summarized) it reads in two transactions: the names of
+// the nodes holding slots, then everything, the summary's reads of those
+// nodes included (when a slot was taken in between, the summary's reads
+// of the slots found are made again at the count's revision). A
+// compaction that overtook a read of the count's revision makes it count
+// again.
 func (f Fleet) count(ctx context.Context, seat string, all bool) (Count, error) {
 	var err error
 	for range 10 {
 		var names []string
-		if names, err = f.slotNames(ctx); err != nil {
-			return Count{}, err
+		if !all && f.summarized() {
+			if names, err = f.slotNames(ctx); err != nil {
+				return Count{}, err
+			}
 		}
 		var c Count
 		c, err = f.countOnce(ctx, seat, all, names)
@@ -146,9 +150,11 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 		// for their bake time.
 		ops[rWaveDone] = clientv3.OpGet(WaveDoneDir(f.NS), prefix)
 	}
-	sumAt := len(ops)
-	if !all {
-		ops = append(ops, summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, 0)...)
+	// The summary without a policy is the health script's CLUSTER_SIZE
+	// alone: the members' count (is every record indexed?) is left out.
+	sumAt, summarize, checked := len(ops), !all && f.summarized(), policy.Active(f.Policies)
+	if summarize {
+		ops = append(ops, summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, 0, checked)...)
 	}
 	resp, err := f.Client.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
@@ -156,12 +162,12 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	}
 	rev := resp.Header.Revision
 	sums := resp.Responses[sumAt:]
-	if found := slotNamesOf(f.NS, resp.Responses[rSlots].GetResponseRange().Kvs); !all && !slices.Equal(found, names) {
+	if found := slotNamesOf(f.NS, resp.Responses[rSlots].GetResponseRange().Kvs); summarize && !slices.Equal(found, names) {
 		// A slot was taken (or freed) between the two reads: the summary's
 		// per-slot reads again, for the slots found, at the count's revision.
 		names = found
 		sctx, scancel := f.rpc(ctx)
-		sresp, err := f.Client.Txn(sctx).Then(summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, rev)...).Commit()
+		sresp, err := f.Client.Txn(sctx).Then(summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, rev, checked)...).Commit()
 		scancel()
 		if err != nil {
 			return Count{}, err
@@ -189,7 +195,7 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	k.records(kvs(rRecords))
 	c := k.c
 	c.Records = all
-	if !all {
+	if summarize {
 		// The summary's first read: the records' number (summaryOps).
 		c.RecordCount = int(sums[0].GetResponseRange().Count)
 	}
@@ -226,8 +232,8 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 			return Count{}, err
 		}
 	}
-	if !c.Records {
-		s, indexed := parseSummary(sums, f.NS, f.Node, f.Policies.FallbackNodes, names, f.now())
+	if summarize && !c.Records {
+		s, indexed := parseSummary(sums, f.NS, f.Node, f.Policies.FallbackNodes, names, f.now(), checked)
 		if !indexed {
 			// Some records carry no index (an older version publishes
 			// them): the summary of the records themselves.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,15 +31,19 @@ func TestAdmissionReadsNoRecords(t *testing.T) {
 	a := r.fleet("a", "", time.Minute, policies)
 	r.record(a, policy.StateNeedsReboot, true)
 	seat := r.seatOf(a, 1, true)
+	// The waiters end with the test, before the shared etcd stops: one
+	// still waiting then would retry its lease's revocation against a
+	// stopped server past the leak check (etcdtest.RunMain).
+	wctx, stop := context.WithTimeout(ctx, 30*time.Second)
+	var waiters sync.WaitGroup
+	t.Cleanup(func() { stop(); waiters.Wait() })
 	for i := range 5 { // waiters behind a's seat
 		w := r.fleet(fmt.Sprintf("w%d", i), "", time.Minute)
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
+		waiters.Go(func() {
 			if h, err := lock.Acquire(wctx, r.c, lock.Options{Key: w.SeatKey(), MaxHolders: 1, TTL: 10 * time.Second, Node: w.Node, BootID: w.BootID}); err == nil {
 				_ = h.Release(context.Background())
 			}
-		}()
+		})
 	}
 	time.Sleep(500 * time.Millisecond)
 	c, err := a.Count(ctx, seat.Entry())
@@ -57,6 +62,28 @@ func TestAdmissionReadsNoRecords(t *testing.T) {
 	}
 	if got, want := a.Decide(c), a.Decide(all); got.Admit != want.Admit || got.Policy.ClusterSize != want.Policy.ClusterSize || got.Policy.HealthyAfter != want.Policy.HealthyAfter {
 		t.Fatalf("the bounded count decides %+v, the whole view %+v", got.Policy, want.Policy)
+	}
+
+	// Without a policy, nothing needs the fleet's size: the count reads no
+	// summary (its two count-only ranges walk etcd's index of the whole
+	// fleet), unless the caller needs CLUSTER_SIZE (Sized: a health script).
+	plain := a
+	plain.Policies = config.Policies{}
+	c, err = plain.Count(ctx, seat.Entry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := plain.Decide(c); c.Summary != nil || c.RecordCount != 0 || !v.Admit || v.Policy.ClusterSize != 0 || v.FleetNodes != 0 {
+		t.Fatalf("no policy, not sized: summary %+v, records %d, verdict %+v: want nothing counted, admitted", c.Summary, c.RecordCount, v)
+	}
+	sized := plain
+	sized.Sized = true
+	c, err = sized.Count(ctx, seat.Entry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := sized.Decide(c); c.Summary == nil || v.Policy.ClusterSize != 41 || v.FleetNodes != 41 || !v.Admit {
+		t.Fatalf("sized: summary %+v, verdict %+v: want 41 counted, admitted", c.Summary, v)
 	}
 }
 
