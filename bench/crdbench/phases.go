@@ -35,6 +35,9 @@ const (
 	// phaseFirstAdmission is the first admission of a process whose rules
 	// cache is empty (lib/slot RulesCache): it reads every rules key once.
 	phaseFirstAdmission = "holding: the first admission, rules cache empty"
+	// phaseHoldingPolicy is the admission of a node with a built-in
+	// policy (min_healthy_fraction): its summary's healthy counts.
+	phaseHoldingPolicy = "holding: the admission with a policy"
 )
 
 // phaseResult is one phase of one simulated fleet, measured over one
@@ -347,7 +350,7 @@ func (s *fleetSim) waitingPhase(ctx context.Context) (phaseResult, error) {
 // whole fleet's records in etcd: first one admission with an empty rules
 // cache (what a process meets after the fleet's rules keys changed), then
 // runs admissions one after another, each slot freed (its leases revoked)
-// before the next.
+// before the next, then runs more by a node with a built-in policy.
 func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, error) {
 	c, err := s.b.cluster.client()
 	if err != nil {
@@ -374,8 +377,14 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 		_ = seat.Release(rctx)
 	}()
 	_ = os.Remove(filepath.Join(cfg.RunDir, slot.RulesCacheFile))
+	// A health script, as every deployment has one (without one the gate
+	// blocks every reboot): the admission counts the fleet's records for
+	// its CLUSTER_SIZE. With a policy it also counts the members' index.
+	cfg.HealthScript = "/bin/true"
 	fleet := slot.FromConfig(c, cfg, bootID, machineID, slot.ViaDaemon)
-	admit := func(runs int) (int, int, []float64, error) {
+	withPolicy := fleet
+	withPolicy.Policies = config.Policies{MinHealthyFraction: 0.5}
+	admit := func(fleet slot.Fleet, runs int) (int, int, []float64, error) {
 		var lat []float64
 		failures := 0
 		for range runs {
@@ -401,9 +410,10 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 	var out []phaseResult
 	for _, m := range []struct {
 		phase string
+		fleet slot.Fleet
 		runs  int
-	}{{phaseFirstAdmission, 1}, {phaseHolding, runs}} {
-		r, err := s.measure(m.phase, func() (int, int, []float64, error) { return admit(m.runs) })
+	}{{phaseFirstAdmission, fleet, 1}, {phaseHolding, fleet, runs}, {phaseHoldingPolicy, withPolicy, runs}} {
+		r, err := s.measure(m.phase, func() (int, int, []float64, error) { return admit(m.fleet, m.runs) })
 		r.perOp = true
 		if err != nil {
 			return out, err
