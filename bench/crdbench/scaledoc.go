@@ -367,9 +367,10 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 		"its own record, hold and request, the recent pacing and start records, the fleet's line, the rules keys' " +
 		"marker, and for the health script's CLUSTER_SIZE a count-only range of the records (with a policy also " +
 		"one of the members' index, which tells whether every record is indexed); the lines keys only, then " +
-		"the values of the entries that can hold a seat. The take guards single keys " +
-		"(the pause, the node's hold and seat, the slots it counted by their create revisions), so etcd's apply loop " +
-		"reads no range inside it.\n\n" +
+		"the values of the entries that can hold a seat. The take guards what the Count read: the prefixes " +
+		"it read whole (the slots, the in-flight and failure records, the halts: bounded by the nodes in flight and " +
+		"the failures), single keys (the pause, the node's hold and seat, the acknowledgement) and each counted slot's " +
+		"create revision, so etcd's apply loop reads no range of the fleet's size inside it.\n\n" +
 		"What still grows with the fleet:\n\n" +
 		"- **etcd's CPU for the count-only ranges**: etcd counts a range by walking its in-memory index, so the " +
 		"time of a Count grows slowly with the records while its bytes do not (the median above): one range of " +
