@@ -62,6 +62,11 @@ func (n *candidate) fleet() slot.Fleet {
 
 func (n *candidate) run(ctx context.Context) {
 	ctx = n.a.Context(ctx)
+	if n.spec.Publish && policy.Active(n.cfg.ClusterPolicies) {
+		// The daemon publishes before its first cycle: with a policy the
+		// healthy nodes are those that did.
+		n.publish(ctx, policy.StateIdle, false)
+	}
 	reboots := 0
 	for range n.spec.Attempts {
 		if reboots >= n.spec.Reboots {
@@ -214,7 +219,9 @@ func (n *candidate) reboot(ctx context.Context, held *lock.Held, r rebootSlot) e
 }
 
 // publish writes this node's health record, as the daemon's publish does,
-// on a lease of three publish intervals (long: it outlives the run).
+// on a lease of three publish intervals (long: it outlives the run), with
+// its index keys in the same transaction (without them as 0.1.0 wrote it,
+// when Unindexed).
 func (n *candidate) publish(ctx context.Context, state string, required bool) {
 	rules := policy.RulesOf(n.cfg)
 	rec := policy.NodeRecord{Node: n.spec.Name, State: state, RebootRequired: required, LastCheck: n.now().UTC(), Lock: n.cfg.LockKey,
@@ -224,5 +231,10 @@ func (n *candidate) publish(ctx context.Context, state string, required bool) {
 	if err != nil {
 		return
 	}
-	_, _ = n.c.Put(ctx, slot.RecordKey(n.cfg.Namespace(), n.spec.Name), string(val), clientv3.WithLease(g.ID))
+	ns := n.cfg.Namespace()
+	ops := []clientv3.Op{clientv3.OpPut(slot.RecordKey(ns, n.spec.Name), string(val), clientv3.WithLease(g.ID))}
+	if !n.spec.Unindexed {
+		ops = append(ops, slot.IndexOps(ns, n.spec.Name, state, g.ID)...)
+	}
+	_, _ = n.c.Txn(ctx).Then(ops...).Commit()
 }

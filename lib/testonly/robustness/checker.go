@@ -16,6 +16,8 @@ type Rules struct {
 	MaxHolders, MaxTotal, MaxFailures int
 	// GroupScope: failure_scope group (else fleet).
 	GroupScope bool
+	// Policy is the built-in cluster policies.
+	Policy PolicyRules
 }
 
 // The invariants the checker asserts.
@@ -42,6 +44,17 @@ const (
 	// InvLiveness: a candidate whom nothing holds back is admitted when it
 	// asks.
 	InvLiveness = "liveness"
+	// InvPolicy: no slot is taken while the built-in policies forbid its
+	// node to go down: its slot counted down, enough of the members stay
+	// healthy, and a fallback node leaves another fallback node healthy.
+	// Judged on the state after the take: between a count and its take a
+	// node becomes less healthy only by a reboot, which takes a slot (a
+	// slot still there refuses the take) or has completed by then (a
+	// record that still says rebooting after its node's completion is
+	// stale, and the node up); any other change of a record makes it
+	// healthier (an idle record before a node's first cycle or after its
+	// completion).
+	InvPolicy = "cluster policies"
 )
 
 // Violation is an invariant the history breaks.
@@ -84,19 +97,21 @@ type Stats struct {
 	// Takes are slots taken, Completions slots freed with their in-flight
 	// record, Losses reboots lost (slots ended while their record lived),
 	// Halts halts recorded, Resumes acknowledgements written, Judged the
-	// admissions judged for liveness (those not admitted).
-	Takes, Completions, Losses, Halts, Resumes, Judged int
+	// admissions judged for liveness (those not admitted), Policed the
+	// takes judged against a built-in policy.
+	Takes, Completions, Losses, Halts, Resumes, Judged, Policed int
 }
 
 // Add sums two stats.
 func (s Stats) Add(o Stats) Stats {
-	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes, s.Judged + o.Judged}
+	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes,
+		s.Judged + o.Judged, s.Policed + o.Policed}
 }
 
 // String is the stats in one line.
 func (s Stats) String() string {
-	return fmt.Sprintf("%d takes, %d completions, %d losses, %d halts, %d resumes, %d refusals judged for liveness",
-		s.Takes, s.Completions, s.Losses, s.Halts, s.Resumes, s.Judged)
+	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes, %d refusals judged for liveness",
+		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.Judged)
 }
 
 // Check replays events (a namespace's history, in revision order) and
@@ -189,6 +204,7 @@ func (c *checker) revision(rev int64, evs []Event) {
 	}
 	for _, t := range takes {
 		c.busy(rev, t.slot, t.plain)
+		c.policed(rev, t.slot.Node)
 	}
 	for node := range slotsGone {
 		if recordsGone[node] {

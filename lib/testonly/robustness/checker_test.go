@@ -230,3 +230,60 @@ func TestCheckerLiveness(t *testing.T) {
 	a := Attempt{Actor: "b/daemon", Node: "b", Machine: "m-b", Boot: "b-b", Seat: hns + kb, SeatRevision: p.kvs[hns+kb].CreateRevision, Revision: p.rev, Rule: "paused"}
 	want(t, rules(2, 0), p, []Attempt{a})
 }
+
+func TestCheckerPolicies(t *testing.T) {
+	record := func(h *hist, node, state string) func() {
+		return h.put("nodes/"+node, fmt.Sprintf(`{"node":%q,"state":%q,"boot_id":"b-%s","machine_id":"m-%s"}`, node, state, node, node), 0x77)
+	}
+	fleet := func() *hist {
+		h := newHist()
+		return h.txn(record(h, "a", "idle"), record(h, "b", "idle"), record(h, "c", "idle"))
+	}
+	withPolicy := func(p PolicyRules) Rules {
+		r := rules(3, 0)
+		r.Policy = p
+		return r
+	}
+	// Three members: a down leaves two (b, c); b down too leaves one.
+	h := fleet().take("a", "", 0xa1)
+	want(t, withPolicy(PolicyRules{MinHealthy: 2}), h, nil)
+	want(t, withPolicy(PolicyRules{MinHealthy: 2}), h.take("b", "", 0xb1), nil, InvPolicy)
+	// A record that says rebooting is down whatever its slot; a member by
+	// its slot alone counts in the fraction's base and is down.
+	r := fleet()
+	r.txn(record(r, "c", "rebooting")).take("a", "", 0xa1)
+	want(t, withPolicy(PolicyRules{MinHealthy: 2}), r, nil, InvPolicy)
+	f := fleet().take("x", "", 0x91).take("a", "", 0xa1) // 4 members, b and c stay: 2 of 4
+	want(t, withPolicy(PolicyRules{MinFraction: 0.5}), f, nil)
+	want(t, withPolicy(PolicyRules{MinFraction: 0.67}), f, nil, InvPolicy)
+	// The last healthy fallback node may not go; with the other up it may.
+	fb := withPolicy(PolicyRules{Fallbacks: []string{"a", "b"}})
+	want(t, fb, fleet().take("a", "", 0xa1), nil)
+	want(t, fb, fleet().take("b", "", 0xb1).take("a", "", 0xa1), nil, InvPolicy)
+	// A record that still says rebooting after its node completed is
+	// stale: the node is up (a take is judged on that), though an
+	// admission that reads the record counts it down (no liveness defect).
+	st := fleet().take("a", "", 0xa1)
+	st.txn(record(st, "a", "rebooting"))
+	st.txn(st.del("rebooting/a"), st.del("rollout/inflight/a"), st.put("rollout/done/a", `{"node":"a"}`, 0x78))
+	want(t, withPolicy(PolicyRules{MinHealthy: 2}), st.take("b", "", 0xb1), nil)
+	lost := fleet()
+	lost.txn(lost.put("rollout/done/a", `{"node":"a"}`, 0x78)).txn(record(lost, "a", "rebooting"))
+	want(t, withPolicy(PolicyRules{MinHealthy: 2}), lost.take("b", "", 0xb1), nil, InvPolicy)
+	kb, vb := seat("b", true, 0x4444444444444)
+	sl := fleet().take("a", "", 0xa1)
+	sl.txn(record(sl, "a", "rebooting"))
+	sl.txn(sl.del("rebooting/a"), sl.del("rollout/inflight/a"), sl.put("rollout/done/a", `{"node":"a"}`, 0x78)).txn(sl.put(kb, vb, 0x4444444444444))
+	refused := Attempt{Actor: "b/daemon", Node: "b", Machine: "m-b", Boot: "b-b", Seat: hns + kb, SeatRevision: sl.kvs[hns+kb].CreateRevision,
+		Revision: sl.rev, Rule: "min_healthy_absolute", Wait: true}
+	want(t, withPolicy(PolicyRules{MinHealthy: 2}), sl, []Attempt{refused})
+	// Liveness: a refusal the policies explain is no liveness defect; one
+	// they do not explain is.
+	l := fleet().take("b", "", 0xb1)
+	ka, va := seat("a", true, 0x2222222222222)
+	l.txn(l.put(ka, va, 0x2222222222222))
+	at := Attempt{Actor: "a/daemon", Node: "a", Machine: "m-a", Boot: "b-a", Seat: hns + ka, SeatRevision: l.kvs[hns+ka].CreateRevision,
+		Revision: l.rev, Rule: "min_healthy_absolute", Wait: true}
+	want(t, withPolicy(PolicyRules{MinHealthy: 2}), l, []Attempt{at})
+	want(t, withPolicy(PolicyRules{MinHealthy: 1}), l, []Attempt{at}, InvLiveness)
+}

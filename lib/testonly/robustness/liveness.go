@@ -39,7 +39,7 @@ func (c *checker) live(at Attempt) {
 // halt, failures within the budget, no hold, room in the group (slots,
 // every plain seat among the holders, the candidates' seats older than its
 // own) that no older FleetLock ticket of the group claims, and room in the
-// fleet that no older ticket claims.
+// fleet that no older ticket claims, and the cluster policies.
 func (m *model) eligible(at Attempt) (string, bool) {
 	seats := m.seats()
 	var own *seatView
@@ -70,6 +70,10 @@ func (m *model) eligible(at Attempt) (string, bool) {
 		return "", false
 	}
 	if _, spent := m.spent(at.Group); spent {
+		return "", false
+	}
+	policed, ok := m.allows(at.Node, true)
+	if !ok {
 		return "", false
 	}
 	others := map[string]string{}
@@ -125,6 +129,10 @@ func (m *model) eligible(at Attempt) (string, bool) {
 			return "", false
 		}
 	}
-	return fmt.Sprintf("max_holders %d, counted %s; no pause, halt, hold or conflict; failures within max_failures %d",
-		m.r.MaxHolders, describe(others), m.r.MaxFailures), true
+	why := fmt.Sprintf("max_holders %d, counted %s; no pause, halt, hold or conflict; failures within max_failures %d",
+		m.r.MaxHolders, describe(others), m.r.MaxFailures)
+	if m.r.Policy.active() {
+		why += "; the cluster policies allow it: " + policed
+	}
+	return why, true
 }

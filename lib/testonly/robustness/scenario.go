@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 )
 
 // The kinds of simulated node.
@@ -59,6 +60,9 @@ type NodeSpec struct {
 	// Resend: a FleetLock client whose pre-reboot also arrives through a
 	// second replica at the same time.
 	Resend bool
+	// Unindexed: its health records carry no index keys (a node of 0.1.0):
+	// the admissions then read every record for the policies' summary.
+	Unindexed bool
 }
 
 // Scenario is one run's fleet: its rules, its nodes, the operator and the
@@ -82,6 +86,11 @@ type Scenario struct {
 	Faults          FaultRates
 	// NoSkew runs every clock true (the same schedule must follow).
 	NoSkew bool
+	// Policy is the built-in cluster policies every node runs with (none
+	// when zero). With a policy every publishing node publishes an idle
+	// record before its first cycle, so that there are healthy nodes to
+	// count.
+	Policy config.Policies
 }
 
 // Seat and slot leases: long enough that no keepalive matters during a
@@ -143,22 +152,73 @@ func Generate(seed uint64) Scenario {
 	sc.Operator = rng.IntN(4) != 0
 	sc.OperatorActions = 4 + rng.IntN(9)
 	sc.Faults = FaultRates{ExpireAfterCount: 0.08, Expire: 0.01, Freeze: 0.01, Stall: 0.03, Pause: 0.004, Hold: 0.004}
+	sc.drawPolicy(seed)
 	return sc
+}
+
+// drawPolicy draws the scenario's built-in policies, from a generator of
+// their own: the rest of a seed's scenario stays what it was before the
+// policies were modelled.
+func (sc *Scenario) drawPolicy(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x9011c7))
+	if rng.IntN(3) != 0 {
+		return
+	}
+	switch rng.IntN(3) {
+	case 0:
+		sc.Policy.MinHealthyAbsolute = 1 + rng.IntN(2)
+	case 1:
+		sc.Policy.MinHealthyFraction = []float64{0.5, 0.67}[rng.IntN(2)]
+	default:
+		sc.Policy.MinHealthyAbsolute = 1
+		sc.Policy.MinHealthyFraction = 0.5
+	}
+	var names []string
+	for i := range sc.Nodes {
+		if k := sc.Nodes[i].Kind; k == KindDaemon || k == KindPipeline || k == KindFleetLock {
+			names = append(names, sc.Nodes[i].Name)
+		}
+		sc.Nodes[i].Unindexed = sc.Nodes[i].Publish && rng.IntN(4) == 0
+	}
+	if len(names) >= 2 && rng.IntN(2) == 0 {
+		rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		sc.Policy.ForbidIfOnlyFallbackLeft, sc.Policy.FallbackNodes = true, names[:2]
+	}
 }
 
 // String describes the scenario in one paragraph, for a failing seed's report.
 func (sc Scenario) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "max_holders %d, max_holders_total %d, max_failures %d (scope %s), %d FleetLock replica(s), operator %v; nodes:",
+	fmt.Fprintf(&b, "max_holders %d, max_holders_total %d, max_failures %d (scope %s), %d FleetLock replica(s), operator %v",
 		sc.MaxHolders, sc.MaxTotal, sc.MaxFailures, sc.Scope, sc.Replicas, sc.Operator)
+	if p := sc.Policy; policy.Active(p) {
+		fmt.Fprintf(&b, ", min_healthy_absolute %d, min_healthy_fraction %.2f, fallback_nodes %v", p.MinHealthyAbsolute, p.MinHealthyFraction, p.FallbackNodes)
+	}
+	b.WriteString("; nodes:")
 	for _, n := range sc.Nodes {
 		g := n.Group
 		if g == "" {
 			g = "-"
 		}
-		fmt.Fprintf(&b, " %s(%s, group %s, machine %s, skew %s, loss %.1f)", n.Name, n.Kind, g, n.Machine, n.Skew, n.Loss)
+		fmt.Fprintf(&b, " %s(%s, group %s, machine %s, skew %s, loss %.1f", n.Name, n.Kind, g, n.Machine, n.Skew, n.Loss)
+		if n.Publish {
+			b.WriteString(", publishes")
+			if n.Unindexed {
+				b.WriteString(" without index")
+			}
+		}
+		b.WriteString(")")
 	}
 	return b.String()
+}
+
+// policyRules are the scenario's policies as the checker reads them.
+func (sc Scenario) policyRules() PolicyRules {
+	p := PolicyRules{MinHealthy: sc.Policy.MinHealthyAbsolute, MinFraction: sc.Policy.MinHealthyFraction}
+	if sc.Policy.ForbidIfOnlyFallbackLeft {
+		p.Fallbacks = sc.Policy.FallbackNodes
+	}
+	return p
 }
 
 // config is the configuration node spec runs with in namespace ns.
@@ -171,6 +231,7 @@ func (sc Scenario) config(ns string, n NodeSpec) config.Config {
 	}
 	cfg.Rollout.MaxFailures = config.Count(sc.MaxFailures)
 	cfg.Rollout.FailureScope = sc.Scope
+	cfg.ClusterPolicies = sc.Policy
 	cfg.LockTTLSec, cfg.RebootSlotTTLSec, cfg.EtcdDialTimeoutSec = seatTTLSec, slotTTLSec, 10
 	cfg.BackoffMinSec, cfg.BackoffMaxSec = 1, 1
 	return cfg
