@@ -1,5 +1,6 @@
 # Linters, pinned, and scripts/lint-pipes: no pipe into a reader that can exit
-# before its writer (SIGPIPE under the recipes' pipefail).
+# before its writer (SIGPIPE under the recipes' pipefail); scripts/lint-doc-tests:
+# every test a document names exists.
 STATICCHECK_VERSION := v0.8.2
 
 .PHONY: lint
@@ -9,6 +10,7 @@ lint: $(TOOLS_BIN)/staticcheck
 	$(GO) vet ./...
 	staticcheck ./...
 	$(ROOT)/scripts/lint-pipes
+	$(ROOT)/scripts/lint-doc-tests
 
 $(TOOLS_BIN)/staticcheck:
 	GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
