@@ -100,6 +100,58 @@ func TestFailureBudgetHoles(t *testing.T) {
 	})
 }
 
+// With failure_scope group, `clusterrebootd resume --group` ends one
+// group's halt: that group's failures are acknowledged by name and its
+// nodes admitted again, while another group stays halted, its failures
+// counting, until it is resumed in turn; the refusal names the command.
+func TestResumeOfOneGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries; a minute of slot leases")
+	}
+	bin, srv, client := realAdmission(t)
+	e := newAdmissionEnv(t, bin, srv.Endpoint, client, "resume-group", "rollout: {failure_scope: group}\n")
+	x, y := e.nodeIn(t, "x", "rack1"), e.nodeIn(t, "y", "rack2")
+	x.run(t, exitcode.OK, "crd-lock", "hold", "--reboot-slot", "--config", x.conf, "--", "true")
+	y.run(t, exitcode.OK, "crd-lock", "hold", "--reboot-slot", "--config", y.conf, "--", "true")
+	e.waitSlotGone(t, "x", 90*time.Second)
+	e.waitSlotGone(t, "y", 30*time.Second)
+	c1, c2 := e.nodeIn(t, "c1", "rack1"), e.nodeIn(t, "c2", "rack2")
+	if out := c1.refusedHalted(t); !strings.Contains(out, `clusterrebootd resume --group \"rack1\" --reason TEXT`) {
+		t.Fatalf("c1's refusal: %s, want it to name resume --group rack1", out)
+	}
+	c2.refusedHalted(t)
+
+	e.cand().run(t, exitcode.Config, "clusterrebootd", "resume", "--config", e.conf, "--group", "rack3", "--reason", "typo")
+	out := e.cand().run(t, exitcode.OK, "clusterrebootd", "resume", "--config", e.conf, "--group", "rack1", "--reason", "rack1 reinstalled", "--format", "json")
+	for _, want := range []string{`"acknowledged":["x/`, `"scope":"group:rack1"`, `"still_halted":["group:rack2"]`, `"failures":["x (slot_expired)"]`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("resume --group rack1: %s, want %s", out, want)
+		}
+	}
+	c2.refusedHalted(t)
+	c1.run(t, exitcode.OK, "crd-lock", "hold", "--reboot-slot", "--config", c1.conf, "--", "true")
+
+	out = e.cand().run(t, exitcode.OK, "clusterrebootd", "resume", "--config", e.conf, "--group", "rack2", "--reason", "rack2 reinstalled", "--format", "json")
+	if !strings.Contains(out, `"failures":["y (slot_expired)"]`) || strings.Contains(out, "still_halted") {
+		t.Fatalf("resume --group rack2: %s, want y's failure acknowledged and nothing left halted", out)
+	}
+	c2.run(t, exitcode.OK, "crd-lock", "hold", "--reboot-slot", "--config", c2.conf, "--", "true")
+}
+
+// nodeIn is node in group.
+func (e *admissionEnv) nodeIn(t *testing.T, name, group string) *nodeEnv {
+	t.Helper()
+	n := e.node(t, name)
+	b, err := os.ReadFile(n.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(n.conf, []byte(strings.Replace(string(b), "\ngroup: g\n", "\ngroup: "+group+"\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // nodeEnv is another node of an admission case's fleet, on this machine:
 // the case's configuration under its name.
 type nodeEnv struct {
@@ -203,11 +255,21 @@ func (e *admissionEnv) waitSlotGone(t *testing.T, node string, within time.Durat
 // admitted because the rollout halted, and its COMMAND does not run.
 func (e *admissionEnv) refusedHalted(t *testing.T) {
 	t.Helper()
-	out := e.cand().run(t, exitcode.KillSwitch, "crd-lock", "hold", "--reboot-slot", "--config", e.conf, "--timeout", "20s", "--", "touch", filepath.Join(e.dir, "rebooted"))
+	e.cand().refusedHalted(t)
+}
+
+// refusedHalted asserts this node, through the pipeline, is not admitted
+// because the rollout halted, and its COMMAND does not run; it returns the
+// pipeline's output.
+func (n *nodeEnv) refusedHalted(t *testing.T) string {
+	t.Helper()
+	marker := filepath.Join(n.e.dir, "rebooted-"+n.name)
+	out := n.run(t, exitcode.KillSwitch, "crd-lock", "hold", "--reboot-slot", "--config", n.conf, "--timeout", "20s", "--", "touch", marker)
 	if !strings.Contains(out, "not admitted (rule halted)") {
-		t.Fatalf("the next node: %s, want it refused: halted", out)
+		t.Fatalf("%s: %s, want it refused: halted", n.name, out)
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, "rebooted")); err == nil {
-		t.Fatal("the next node's COMMAND ran")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("%s's COMMAND ran", n.name)
 	}
+	return out
 }

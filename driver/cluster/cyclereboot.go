@@ -91,7 +91,7 @@ func (c *cycleRun) notPaused(while string) error {
 	}
 	if h := (slot.Rollout{Halts: slot.ParseHalts(resp.Responses[2:])}).HaltOf(c.cfg.Group); h != nil {
 		return c.stop(protocol.ReasonHalted, exitcode.Errorf(exitcode.KillSwitch,
-			"cluster: the rollout halted itself while %s (%s); nothing was rebooted: look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", while, h.Reason))
+			"cluster: the rollout halted itself while %s (%s); nothing was rebooted: look at the failed nodes, then run `%s`", while, h.Reason, slot.ResumeHint(h.Scope, h.Group)))
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {

@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/clusterrebootd/clusterrebootd/driver/protocol"
@@ -58,7 +60,7 @@ func (s *session) notifyAfter(ctx context.Context, step string, pa protocol.Publ
 			if r.Changed && step == protocol.StepPause && r.Paused != nil {
 				s.notify(notifications.Fields{Event: config.NotifyPaused, By: r.Paused.By, Reason: r.Paused.Reason, Since: notifications.Stamp(r.Paused.Since)})
 			} else if r.Changed && step == protocol.StepResume {
-				s.notify(notifications.Fields{Event: config.NotifyResumed, By: s.cfg.NodeName})
+				s.notify(resumedFields(s.cfg.NodeName, r.Rollout))
 			}
 		case *protocol.PublishResult:
 			s.notifyBlocked(pa)
@@ -80,6 +82,26 @@ func (s *session) notifyAfter(ctx context.Context, step string, pa protocol.Publ
 	case *protocol.PauseResult:
 		r.Notifications = n
 	}
+}
+
+// resumedFields is the resumed notification: who, and when a halt was
+// ended, why, the scope and the failures acknowledged, and what stays
+// halted.
+func resumedFields(by string, r *protocol.RolloutResume) notifications.Fields {
+	f := notifications.Fields{Event: config.NotifyResumed, By: by}
+	if r == nil {
+		return f
+	}
+	scope := "every scope"
+	if r.Scope != "" {
+		scope = r.Scope
+	}
+	f.Reason = r.Reason
+	f.Detail = fmt.Sprintf("the halt of %s ended; failures acknowledged: %s", scope, strings.Join(r.Failures, ", "))
+	if len(r.StillHalted) > 0 {
+		f.Detail += "; still halted: " + strings.Join(r.StillHalted, ", ")
+	}
+	return f
 }
 
 // blockedRecord is notifiedFile: the blocked episodes (their start) already

@@ -323,3 +323,21 @@ func TestRebootCommandDoesNotWaitForNotifications(t *testing.T) {
 		t.Errorf("cycle = %d %s", o.code, o.stdout)
 	}
 }
+
+// The resumed notification of a resume that ended a halt says the scope,
+// the failures acknowledged, what stays halted and why; a resume that only
+// lifted the pause says who.
+func TestResumedNotificationSaysWhatEnded(t *testing.T) {
+	ts, err := notifications.ParseTemplates(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &protocol.RolloutResume{Scope: "group:rack1", Reason: "rack1 fixed", Failures: []string{"x (slot_expired)"}, StillHalted: []string{"group:rack2"}}
+	got := ts.Render(resumedFields("op", r))
+	if want := "clusterrebootd: reboots are resumed cluster-wide (by op): the halt of group:rack1 ended; failures acknowledged: x (slot_expired); still halted: group:rack2 (why: rack1 fixed)"; got != want {
+		t.Errorf("group resume:\n got %q\nwant %q", got, want)
+	}
+	if got := ts.Render(resumedFields("op", nil)); got != "clusterrebootd: reboots are resumed cluster-wide (by op)" {
+		t.Errorf("pause lifted: %q", got)
+	}
+}

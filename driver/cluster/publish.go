@@ -500,7 +500,7 @@ func (s *session) rolloutStatus(ctx context.Context) (*protocol.RolloutStatus, e
 		ro.Halted = &protocol.RolloutHalt{Reason: h.Reason, Since: h.Since, By: h.By, Failures: failuresOf(h.Failures)}
 	}
 	if a := n.Rollout.Ack; a != nil {
-		ro.LastResume = &protocol.RolloutResume{By: a.By, Reason: a.Reason, Since: a.Since, Revision: a.Revision, Failures: []string{}}
+		ro.LastResume = &protocol.RolloutResume{By: a.By, Reason: a.Reason, Since: a.Since, Revision: a.Revision, Scope: a.Scope, Failures: []string{}}
 	}
 	ro.Next = protocol.RolloutNext{Rule: "admit"}
 	if !v.Admit {
@@ -529,6 +529,9 @@ func (s *session) pause(ctx context.Context, a protocol.PauseArgs, res *protocol
 	if strings.TrimSpace(a.Reason) == "" {
 		return exitcode.Errorf(exitcode.Config, "crd-lock step pause: --reason is required: say why reboots stop (it is shown to every node)")
 	}
+	if a.Group != nil {
+		return exitcode.Errorf(exitcode.Config, "crd-lock step pause: --group is for resume: a pause stops every group (a hold stops one node: clusterrebootd hold)")
+	}
 	p := policy.Pause{V: policy.ProtocolVersion, Reason: oneLine(a.Reason, 200), By: s.cfg.NodeName, Since: s.w.now().UTC()}
 	val, _ := json.Marshal(p)
 	rctx, cancel := s.rpcCtx(ctx)
@@ -552,63 +555,52 @@ func (s *session) pause(ctx context.Context, a protocol.PauseArgs, res *protocol
 
 // resume deletes the cluster-wide kill switch and, when the rollout halted
 // itself (a recorded halt, or failures that reach the budget), ends the halt
-// too: only with a reason, recorded with who and when (lib/slot.Resume),
-// so that failures before it no longer count. A resume without a reason
-// while halted changes nothing and says what to do.
+// too: only with a reason, recorded with who and when (lib/slot Resume), so
+// that the failures it names no longer count; with a group (failure_scope
+// group), that group's halt alone. A budget spent during a pause is
+// recorded and notified as a halt first. A resume without a reason while
+// halted changes nothing and says what to do.
 func (s *session) resume(ctx context.Context, a protocol.PauseArgs, res *protocol.PauseResult) error {
 	bootID, machineID, _ := s.w.ids()
 	f := slot.FromConfig(s.client, s.cfg, bootID, machineID, slot.ViaDaemon)
 	f.RPCTimeout, f.Now = s.rpc, s.w.now
-	n, err := f.Count(ctx, "")
-	if err != nil {
-		return s.etcdErr(ctx, "reading the rollout's failures under "+slot.RolloutDir(s.ns), err)
-	}
-	v := f.Decide(n)
-	failures := f.Failures(n, v.Rules)
-	spent := v.Rules.MaxFailures > 0 && len(failures) >= v.Rules.MaxFailures
-	if spent && n.Rollout.HaltOf(s.cfg.Group) == nil && f.Halt(ctx, n, v) {
+	r, err := f.Resume(ctx, slot.ResumeRequest{Group: a.Group, By: s.cfg.NodeName, Reason: oneLine(a.Reason, 200)})
+	if h := r.Recorded; h != nil {
 		// Spent while reboots were paused (no admission looked): the halt
-		// is recorded now, before a resume can lift the pause.
-		reason := slot.HaltReason(v.Failures, v.Rules)
-		s.log.Error(reason, "event", "rollout_halted", "reason", protocol.ReasonHalted, "failures", len(v.Failures))
-		s.notify(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: protocol.ReasonHalted, Detail: reason})
-		n.Rollout.Halts = append(n.Rollout.Halts, slot.Halt{Reason: reason})
+		// was recorded before a resume could lift the pause.
+		s.log.Error(h.Reason, "event", "rollout_halted", "reason", protocol.ReasonHalted, "failures", len(h.Failures))
+		s.notify(notifications.Fields{Event: config.NotifyRolloutHalted, Reason: protocol.ReasonHalted, Detail: h.Reason})
 	}
-	halted := len(n.Rollout.Halts) > 0 || spent
-	if halted && strings.TrimSpace(a.Reason) == "" {
-		why := "the failures reached the budget"
-		if len(n.Rollout.Halts) > 0 {
-			why = n.Rollout.Halts[0].Reason
-		}
-		return exitcode.Errorf(exitcode.Config, "clusterrebootd resume: the rollout halted itself (%s); nothing was changed: look at the failed nodes, then say why it may go on, e.g. clusterrebootd resume --reason \"kernel 6.1.0-28 fixed, node-3 reinstalled\"", why)
+	var refused *exitcode.Error
+	switch {
+	case errors.As(err, &refused):
+		return fmt.Errorf("clusterrebootd resume: %w", err)
+	case err != nil:
+		return s.etcdErr(ctx, "resuming the rollout under "+slot.RolloutDir(s.ns), err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*s.rpc)
-	defer cancel()
-	resp, err := s.client.Delete(rctx, s.pauseKey())
-	if err != nil {
-		return s.etcdErr(ctx, "deleting "+s.pauseKey(), err)
-	}
-	res.Changed = resp.Deleted > 0
+	res.Changed = r.PauseLifted
 	s.log.Info("cluster reboots resumed", "event", "resumed", "key", s.pauseKey(), "changed", res.Changed)
-	if !halted {
+	if r.Ack == nil {
 		return nil
 	}
-	ack, err := slot.Resume(rctx, s.client, s.ns, n, s.cfg.NodeName, oneLine(a.Reason, 200), s.w.now())
-	if err != nil {
-		return s.etcdErr(ctx, "resuming the halted rollout under "+slot.RolloutDir(s.ns), err)
+	ack := r.Ack
+	rr := &protocol.RolloutResume{Failures: []string{}, By: ack.By, Reason: ack.Reason, Since: ack.Since, Revision: ack.Revision, Scope: ack.Scope}
+	if len(r.Ended) > 0 {
+		rr.Halted = r.Ended[0].Reason
 	}
-	rr := &protocol.RolloutResume{Failures: []string{}, By: ack.By, Reason: ack.Reason, Since: ack.Since, Revision: ack.Revision}
-	if len(n.Rollout.Halts) > 0 {
-		rr.Halted = n.Rollout.Halts[0].Reason
-	}
-	for _, x := range slot.FailuresInWindow(n) {
-		if d := fmt.Sprintf("%s (%s)", x.Node, x.Kind); !n.Rollout.Ack.Acks(s.ns, x) && !slices.Contains(rr.Failures, d) {
+	for _, x := range r.Acknowledged {
+		if d := fmt.Sprintf("%s (%s)", x.Node, x.Kind); !slices.Contains(rr.Failures, d) {
 			rr.Failures = append(rr.Failures, d)
+		}
+	}
+	for _, h := range r.StillHalted {
+		if id := slot.ScopeID(h.Scope, h.Group); !slices.Contains(rr.StillHalted, id) {
+			rr.StillHalted = append(rr.StillHalted, id)
 		}
 	}
 	rr.Acknowledged = ack.Acknowledged
 	res.Rollout, res.Changed = rr, true
 	s.log.Warn("the halted rollout was resumed by an operator: its failures no longer count", "event", "rollout_resumed",
-		"by", ack.By, "reason", ack.Reason, "failures", strings.Join(rr.Failures, ", "), "revision", ack.Revision)
+		"by", ack.By, "reason", ack.Reason, "scope", ack.Scope, "failures", strings.Join(rr.Failures, ", "), "still_halted", strings.Join(rr.StillHalted, ", "), "revision", ack.Revision)
 	return nil
 }

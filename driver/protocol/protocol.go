@@ -274,11 +274,15 @@ type PauseArgs struct {
 	// Reason is why reboots are paused, or why a halted rollout may go on
 	// (resume; required while halted).
 	Reason string `json:"reason,omitempty"`
+	// Group, on resume, ends that group's halt alone (failure_scope
+	// group); nil: every halt.
+	Group *string `json:"group,omitempty"`
 }
 
 // Register adds the pause flags to fs.
 func (a *PauseArgs) Register(fs *flag.FlagSet) {
 	fs.StringVar(&a.Reason, "reason", "", "why reboots are paused, or why a halted rollout may go on (`text`)")
+	fs.Func("group", "resume only: end this group's halt alone (`name`; failure_scope group)", func(v string) error { a.Group = &v; return nil })
 }
 
 // OverrideArgs are the arguments of `crd-lock step hold|release-hold|request`.
@@ -334,6 +338,10 @@ type RolloutResume struct {
 	// Acknowledged names every failure it acknowledges (lib/slot FailureID:
 	// "node/id"); a failure it does not name counts, whenever it happened.
 	Acknowledged []string `json:"acknowledged"`
+	// Scope is the scope resumed ("group:<group>") when one group was;
+	// StillHalted are the scopes left halted ("fleet", "group:<group>").
+	Scope       string   `json:"scope,omitempty"`
+	StillHalted []string `json:"still_halted,omitempty"`
 }
 
 // ServeMetricsArgs are the arguments of `crd-lock step serve-metrics`.

@@ -90,7 +90,7 @@ func DefaultTemplates() map[string]string {
 		config.NotifyRebootLoop:      `clusterrebootd: reboot loop on {{.Node}}: {{.Detail}}; it reboots no more until an operator runs clusterrebootd resume --local on it`,
 		config.NotifySlotExpired:     `clusterrebootd: the reboot slot of {{.Node}} (taken {{.Since}}) expired before the node completed its reboot: {{.Detail}}`,
 		config.NotifyPaused:          `clusterrebootd: reboots are paused cluster-wide by {{.By}}: {{.Reason}}`,
-		config.NotifyResumed:         `clusterrebootd: reboots are resumed cluster-wide (by {{.By}})`,
+		config.NotifyResumed:         `clusterrebootd: reboots are resumed cluster-wide (by {{.By}}){{if .Detail}}: {{.Detail}} (why: {{.Reason}}){{end}}`,
 		config.NotifyRolloutHalted:   `clusterrebootd: the rollout halted itself (seen by {{.Node}}); no node reboots until an operator runs clusterrebootd resume --reason TEXT: {{.Detail}}`,
 	}
 }

@@ -165,18 +165,15 @@ func (r *rig) halts() int {
 	return int(resp.Count)
 }
 
-// resume is `clusterrebootd resume --reason`: the count, then Resume.
-func (r *rig) resume(reason string) Ack {
+// resume is `clusterrebootd resume --reason` by an operator with the rules
+// in opts.
+func (r *rig) resume(reason string, opts ...func(*Fleet)) Ack {
 	r.t.Helper()
-	n, err := r.fleet("op", "", time.Minute).Count(context.Background(), "")
-	if err != nil {
-		r.t.Fatal(err)
+	res, err := r.fleet("op", "", time.Minute, opts...).Resume(context.Background(), ResumeRequest{By: "op", Reason: reason})
+	if err != nil || res.Ack == nil {
+		r.t.Fatalf("resume: %v (acknowledgement %v)", err, res.Ack)
 	}
-	ack, err := Resume(context.Background(), r.c, r.ns, n, "op", reason, time.Now())
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return ack
+	return *res.Ack
 }
 
 // A node whose slot ran out is a failure even while its health record

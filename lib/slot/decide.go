@@ -262,13 +262,22 @@ func (f Fleet) halted(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 	e := v.Rules
 	v.Failures = f.Failures(c, e)
 	if h := c.Rollout.HaltOf(f.Group); h != nil {
-		return refuse(v, RuleHalted, exitcode.KillSwitch, "the rollout halted itself: %s (since %s): look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", h.Reason, stamp(h.Since))
+		return refuse(v, RuleHalted, exitcode.KillSwitch, "the rollout halted itself: %s (since %s): look at the failed nodes, then run `%s`", h.Reason, stamp(h.Since), ResumeHint(h.Scope, h.Group))
 	}
 	if e.MaxFailures == 0 || len(v.Failures) < e.MaxFailures {
 		return v
 	}
 	v.HaltNew = true
-	return refuse(v, RuleHalted, exitcode.KillSwitch, "the rollout halted itself: %s: look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", HaltReason(v.Failures, e))
+	return refuse(v, RuleHalted, exitcode.KillSwitch, "the rollout halted itself: %s: look at the failed nodes, then run `%s`", HaltReason(v.Failures, e), ResumeHint(e.FailureScope, f.Group))
+}
+
+// ResumeHint is the command that ends a halt of scope: `clusterrebootd
+// resume --reason TEXT`, with --group for a group's.
+func ResumeHint(scope, group string) string {
+	if scope == config.ScopeGroup {
+		return fmt.Sprintf("clusterrebootd resume --group %q --reason TEXT", group)
+	}
+	return "clusterrebootd resume --reason TEXT"
 }
 
 // HaltReason is the halt's one line: the budget and every failed node with

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
+	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -121,10 +123,84 @@ func TestEachGroupHaltsOnItsOwn(t *testing.T) {
 		}
 	}
 	r.mustAdmit(r.fleet("c", "rack3", time.Minute, scoped))
-	if ack := r.resume("both racks fixed"); len(ack.Acknowledged) != 2 {
+	if ack := r.resume("both racks fixed", scoped); len(ack.Acknowledged) != 2 {
 		t.Fatalf("acknowledged %v, want both groups' failures", ack.Acknowledged)
 	}
 	r.mustAdmit(r.fleet("a2", "rack1", time.Minute, scoped))
+}
+
+// A resume of one group (failure_scope group) ends that group's halt alone
+// and acknowledges that group's failures alone: another group stays halted,
+// and a later resume of it keeps the first group's acknowledgement. The
+// older versions' one key is kept while any halt is left, copied from one
+// that is; a resume of a group that is not halted, or of a group while the
+// budget is the fleet's, changes nothing.
+func TestResumeOfOneGroup(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	scoped := func(f *Fleet) { f.Rules.FailureScope = config.ScopeGroup }
+	a := r.fleet("a", "rack1", 2*time.Second, scoped)
+	b := r.fleet("b", "rack2", 2*time.Second, scoped)
+	r.mustAdmit(a)
+	r.mustAdmit(b)
+	testsupport.Eventually(t, 10*time.Second, "both slots to run out", func() bool { return !r.exists(a.Key()) && !r.exists(b.Key()) })
+	r.refused(r.fleet("a2", "rack1", time.Minute, scoped), RuleHalted)
+	r.refused(r.fleet("b2", "rack2", time.Minute, scoped), RuleHalted)
+	op := r.fleet("op", "", time.Minute, scoped)
+	group := func(g string) *string { return &g }
+
+	for _, tc := range []struct {
+		name  string
+		f     Fleet
+		q     ResumeRequest
+		cause string
+	}{
+		{"no reason", op, ResumeRequest{Group: group("rack1"), By: "op"}, "--reason"},
+		{"a group not halted", op, ResumeRequest{Group: group("rack3"), By: "op", Reason: "x"}, "group rack3 is not halted (halted: group rack1, group rack2)"},
+		{"the fleet's budget", r.fleet("op", "", time.Minute), ResumeRequest{Group: group("rack1"), By: "op", Reason: "x"}, "failure_scope fleet"},
+	} {
+		res, err := tc.f.Resume(ctx, tc.q)
+		if exitcode.CodeOf(err) != exitcode.Config || !strings.Contains(fmt.Sprint(err), tc.cause) || res.Ack != nil {
+			t.Errorf("%s: %v (acknowledgement %v), want exit config naming %q", tc.name, err, res.Ack, tc.cause)
+		}
+	}
+	if r.halts() != 2 {
+		t.Fatalf("%d halts after refused resumes, want both groups' 2", r.halts())
+	}
+
+	res, err := op.Resume(ctx, ResumeRequest{Group: group("rack1"), By: "op", Reason: "rack1 fixed"})
+	if err != nil || res.Ack == nil {
+		t.Fatalf("resume --group rack1: %v", err)
+	}
+	if got := res.Ack.Acknowledged; len(got) != 1 || !strings.HasPrefix(got[0], "a/") || res.Ack.Scope != "group:rack1" {
+		t.Fatalf("resume --group rack1 acknowledged %v (scope %q), want a's failure alone", got, res.Ack.Scope)
+	}
+	if len(res.StillHalted) != 1 || res.StillHalted[0].Group != "rack2" {
+		t.Fatalf("still halted after resume --group rack1: %+v, want rack2", res.StillHalted)
+	}
+	r.refused(r.fleet("b2", "rack2", time.Minute, scoped), RuleHalted)
+	legacy, err := r.c.Get(ctx, LegacyHaltKey(r.ns))
+	if err != nil || len(legacy.Kvs) != 1 || ParseHalt(legacy.Kvs[0].Key, legacy.Kvs[0].Value).Group != "rack2" {
+		t.Fatalf("the older versions' halt key after resume --group rack1: %v %v, want rack2's halt", legacy.Kvs, err)
+	}
+	r.mustAdmit(r.fleet("a2", "rack1", time.Minute, scoped))
+
+	res, err = op.Resume(ctx, ResumeRequest{Group: group("rack2"), By: "op", Reason: "rack2 fixed"})
+	if err != nil || res.Ack == nil || len(res.Ack.Acknowledged) != 2 || len(res.StillHalted) != 0 {
+		t.Fatalf("resume --group rack2: %v, acknowledged %v, still halted %d: want both failures acknowledged (rack1's kept) and nothing halted", err, res.Ack, len(res.StillHalted))
+	}
+	if r.halts() != 0 || r.exists(LegacyHaltKey(r.ns)) {
+		t.Fatal("a halt is left after both groups were resumed")
+	}
+	r.mustAdmit(r.fleet("b2", "rack2", time.Minute, scoped))
+	a3 := r.fleet("a3", "rack1", time.Minute, scoped)
+	n, err := a3.Count(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := a3.Failures(n, a3.Decide(n).Rules); len(fs) != 0 {
+		t.Fatalf("rack1's failures after resume --group rack2: %+v, want none (acknowledged by resume --group rack1)", fs)
+	}
 }
 
 // A budget spent while reboots are paused records its halt all the same:

@@ -98,7 +98,7 @@ func (r *Reboot) Start(ctx context.Context) error {
 		}
 		for _, h := range ParseHalts(resp.Responses[3:]) {
 			if h.Covers(f.Group) {
-				return refusal(RuleHalted, exitcode.KillSwitch, "the rollout halted itself before the reboot command (%s); nothing was rebooted: look at the failed nodes, then run `clusterrebootd resume --reason TEXT`", h.Reason)
+				return refusal(RuleHalted, exitcode.KillSwitch, "the rollout halted itself before the reboot command (%s); nothing was rebooted: look at the failed nodes, then run `%s`", h.Reason, ResumeHint(h.Scope, h.Group))
 			}
 		}
 		ikvs := resp.Responses[2].GetResponseRange().Kvs

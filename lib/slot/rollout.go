@@ -1,7 +1,6 @@
 package slot
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
-	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
@@ -165,7 +163,10 @@ type Ack struct {
 	Since        time.Time `json:"since"`
 	Revision     int64     `json:"revision"`
 	Acknowledged []string  `json:"acknowledged,omitempty"`
-	V            int       `json:"v,omitempty"`
+	// Scope is the scope resumed (ScopeID: "group:<group>") when one group
+	// was; empty for every scope.
+	Scope string `json:"scope,omitempty"`
+	V     int    `json:"v,omitempty"`
 }
 
 // Acks reports whether the acknowledgement covers failure x.
@@ -388,26 +389,4 @@ func parseTickets(ns string, kvs []*mvccpb.KeyValue) []Ticket {
 		out = append(out, t)
 	}
 	return out
-}
-
-// Resume ends the halts: it deletes every halt, of every writer and scope
-// (the older versions' key too), and records who resumed, when, why and
-// which failures it acknowledges (n's, every failure within the window:
-// FailuresInWindow), in one transaction. A failure it does not name, such as
-// a reboot in flight now that is lost later, counts against the budget
-// again. Revision (n's) is for older readers, which acknowledge every
-// failure created at or before it.
-func Resume(ctx context.Context, c *clientv3.Client, ns string, n Count, by, reason string, now time.Time) (Ack, error) {
-	a := Ack{V: policy.ProtocolVersion, By: by, Reason: reason, Since: now.UTC(), Revision: n.Revision, Acknowledged: []string{}}
-	for _, x := range FailuresInWindow(n) {
-		if id := FailureID(ns, x); !slices.Contains(a.Acknowledged, id) {
-			a.Acknowledged = append(a.Acknowledged, id)
-		}
-	}
-	val, _ := json.Marshal(a)
-	if _, err := c.Txn(ctx).Then(clientv3.OpPut(AckKey(ns), string(val)),
-		clientv3.OpDelete(HaltsDir(ns), clientv3.WithPrefix()), clientv3.OpDelete(LegacyHaltKey(ns))).Commit(); err != nil {
-		return Ack{}, err
-	}
-	return a, nil
 }

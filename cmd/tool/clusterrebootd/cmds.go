@@ -379,8 +379,15 @@ func (r pauseResult) Text(w io.Writer) error {
 			report.Line(w, "slot", r.Local.SlotError)
 		}
 	case r.Rollout != nil:
-		report.Line(w, "rollout", fmt.Sprintf("resumed by %s at %s (%s); failures acknowledged: %s", report.Field(r.Rollout.By),
+		what := "resumed"
+		if g, ok := strings.CutPrefix(r.Rollout.Scope, "group:"); ok {
+			what = fmt.Sprintf("group %q resumed", g)
+		}
+		report.Line(w, "rollout", fmt.Sprintf("%s by %s at %s (%s); failures acknowledged: %s", what, report.Field(r.Rollout.By),
 			r.Rollout.Since.UTC().Format(time.RFC3339), report.Field(r.Rollout.Reason), report.Field(strings.Join(r.Rollout.Failures, ", "))))
+		if len(r.Rollout.StillHalted) > 0 {
+			report.Line(w, "still halted", strings.Join(r.Rollout.StillHalted, ", "))
+		}
 	case r.Paused != nil:
 		report.Line(w, "paused", fmt.Sprintf("by %s since %s: %s", report.Field(r.Paused.By), r.Paused.Since.UTC().Format(time.RFC3339), report.Field(r.Paused.Reason)))
 	case r.Error == "":
@@ -409,6 +416,9 @@ func pauseCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wri
 	if err := report.CheckField("--reason", reason); err != nil {
 		return finish(stdout, b.format, &res.Header, &res, fmt.Errorf("clusterrebootd %s: %w", b.sub, err))
 	}
+	if local && b.group != nil {
+		return finish(stdout, b.format, &res.Header, &res, exitcode.Errorf(exitcode.Config, "clusterrebootd resume: --local and --group exclude each other: --local clears this node's reboot_loop block, --group ends one group's halt"))
+	}
 	child, err := b.child(stderr, true)
 	if local {
 		res.Local, err = resumeLocal(ctx, cfg, b.root, child, err)
@@ -422,7 +432,7 @@ func pauseCmd(ctx context.Context, b *base, args []string, stdout, stderr io.Wri
 		step = protocol.StepPause
 	}
 	var cr protocol.PauseResult
-	code, err := child.Run(ctx, step, protocol.PauseArgs{Reason: reason}, cfg, &cr)
+	code, err := child.Run(ctx, step, protocol.PauseArgs{Reason: reason, Group: b.group}, cfg, &cr)
 	if err == nil {
 		res.Paused, res.Changed, res.Rollout = cr.Paused, cr.Changed, cr.Rollout
 		if code != exitcode.OK {

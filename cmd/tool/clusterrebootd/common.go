@@ -31,6 +31,7 @@ type base struct {
 	// The flags of one command or another (tree.go).
 	reason                  string
 	local                   bool
+	group                   *string
 	force, now              bool
 	dryRun, once, noMemTrim bool
 }

@@ -119,6 +119,7 @@ func newPauseBase(stdout io.Writer, pause bool) *base {
 	b := newBase("resume", stdout, true)
 	b.fs.BoolVar(&b.local, "local", false, "clear this node's reboot_loop block (and its reboot counter) instead of the cluster pause")
 	b.fs.StringVar(&b.reason, "reason", "", "why a halted rollout may go on (`text`; required while the rollout is halted, recorded with who and when)")
+	b.fs.Func("group", "end this group's halt alone (`name`; failure_scope group): only its failures are acknowledged, other groups stay halted; the pause is lifted as by every resume", func(v string) error { b.group = &v; return nil })
 	return b
 }
 

@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -55,6 +56,10 @@ const (
 	// healthier (an idle record before a node's first cycle or after its
 	// completion).
 	InvPolicy = "cluster policies"
+	// InvAckScope: a resume of one group (`resume --group`) acknowledges
+	// that group's failures and those an earlier resume acknowledged,
+	// never another group's new one.
+	InvAckScope = "a group's resume acknowledges only its group"
 )
 
 // Violation is an invariant the history breaks.
@@ -96,22 +101,23 @@ type checker struct {
 type Stats struct {
 	// Takes are slots taken, Completions slots freed with their in-flight
 	// record, Losses reboots lost (slots ended while their record lived),
-	// Halts halts recorded, Resumes acknowledgements written, Judged the
-	// admissions judged for liveness (those not admitted), Policed the
-	// takes judged against a built-in policy.
-	Takes, Completions, Losses, Halts, Resumes, Judged, Policed int
+	// Halts halts recorded, Resumes acknowledgements written (GroupResumes
+	// of them by a resume of one group), Judged the admissions judged for
+	// liveness (those not admitted), Policed the takes judged against a
+	// built-in policy.
+	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes int
 }
 
 // Add sums two stats.
 func (s Stats) Add(o Stats) Stats {
 	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes,
-		s.Judged + o.Judged, s.Policed + o.Policed}
+		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes}
 }
 
 // String is the stats in one line.
 func (s Stats) String() string {
-	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes, %d refusals judged for liveness",
-		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.Judged)
+	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness",
+		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged)
 }
 
 // Check replays events (a namespace's history, in revision order) and
@@ -196,6 +202,7 @@ func (c *checker) revision(rev int64, evs []Event) {
 			c.stats.Halts++
 		case !ev.Delete && ev.Key == m.r.NS+"rollout/ack":
 			c.stats.Resumes++
+			c.ackScope(rev, ev.Value)
 		}
 		m.apply(ev)
 		if strings.HasPrefix(ev.Key, slotDir) || (!ev.Delete && strings.HasPrefix(ev.Key, m.inflightDir())) {
@@ -221,6 +228,27 @@ func (c *checker) revision(rev int64, evs []Event) {
 	c.counts(rev)
 	if changed {
 		m.lastChange = rev
+	}
+}
+
+// ackScope checks an acknowledgement written at rev, against the failures
+// before it: a resume of one group names no failure of another group that
+// no earlier resume acknowledged.
+func (c *checker) ackScope(rev int64, value []byte) {
+	var a ackView
+	if json.Unmarshal(value, &a) != nil {
+		return
+	}
+	group, ok := strings.CutPrefix(a.Scope, "group:")
+	if !ok {
+		return
+	}
+	c.stats.GroupResumes++
+	a.written = rev
+	for _, f := range c.m.failures() {
+		if f.group != group && a.names(f.id) && !c.m.acked(f) {
+			c.violate(InvAckScope, rev, "a resume of group %q acknowledged %s of group %q, which no earlier resume acknowledged: that group's failures must keep counting", group, f.id, f.group)
+		}
 	}
 }
 

@@ -287,3 +287,26 @@ func TestCheckerPolicies(t *testing.T) {
 	want(t, withPolicy(PolicyRules{MinHealthy: 2}), l, []Attempt{at})
 	want(t, withPolicy(PolicyRules{MinHealthy: 1}), l, []Attempt{at}, InvLiveness)
 }
+
+// A resume of one group acknowledges that group's failures and those an
+// earlier resume acknowledged, never another group's new one.
+func TestCheckerGroupResume(t *testing.T) {
+	lost := func() *hist {
+		h := newHist().take("a", "g1", 0xa1)
+		h.txn(h.del("rebooting/a")).take("b", "g2", 0xb1)
+		return h.txn(h.del("rebooting/b"))
+	}
+	r := rules(3, 5)
+	r.GroupScope = true
+	h := lost()
+	h.txn(h.put("rollout/ack", `{"acknowledged":["b/b1"],"scope":"group:g2","v":3}`, 0))
+	want(t, r, h, nil)
+	h = lost()
+	h.txn(h.put("rollout/ack", `{"acknowledged":["a/a1","b/b1"],"scope":"group:g2","v":3}`, 0))
+	want(t, r, h, nil, InvAckScope)
+	// a's acknowledged by a resume of every scope first: kept, not new.
+	h = lost()
+	h.txn(h.put("rollout/ack", `{"acknowledged":["a/a1","b/b1"],"v":3}`, 0))
+	h.txn(h.put("rollout/ack", `{"acknowledged":["a/a1","b/b1"],"scope":"group:g2","v":3}`, 0))
+	want(t, r, h, nil)
+}

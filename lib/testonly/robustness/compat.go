@@ -3,7 +3,6 @@ package robustness
 import (
 	"context"
 	"strings"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -37,37 +36,27 @@ func abortReboot(ctx context.Context, _ *clientv3.Client, r rebootSlot) error { 
 // rebootLease is the slot's lease.
 func rebootLease(r rebootSlot) clientv3.LeaseID { return r.Lease }
 
-// resumeRollout is `clusterrebootd resume --reason` as driver/cluster runs
-// it: a count; the halt recorded when the budget is spent and no halt says
-// so yet; the pause lifted; and, when halted, the failures acknowledged
-// (lib/slot.Resume). It says what it did.
-func resumeRollout(ctx context.Context, f slot.Fleet, reason string, now time.Time) (string, error) {
-	n, err := f.Count(ctx, "")
+// resumeRollout is `clusterrebootd resume --reason` (with --group when
+// group is set) as driver/cluster runs it (lib/slot Fleet.Resume). It says
+// what it did.
+func resumeRollout(ctx context.Context, f slot.Fleet, group *string, reason string) (string, error) {
+	r, err := f.Resume(ctx, slot.ResumeRequest{Group: group, By: f.Node, Reason: reason})
 	if err != nil {
 		return "", err
 	}
-	v := f.Decide(n)
-	failures := f.Failures(n, v.Rules)
-	spent := v.Rules.MaxFailures > 0 && len(failures) >= v.Rules.MaxFailures
-	if spent && n.Rollout.HaltOf(f.Group) == nil && f.Halt(ctx, n, v) {
-		n.Rollout.Halts = append(n.Rollout.Halts, slot.Halt{Reason: slot.HaltReason(v.Failures, v.Rules)})
-	}
-	if _, err := f.Client.Delete(ctx, slot.PauseKey(f.NS)); err != nil {
-		return "", err
-	}
-	if len(n.Rollout.Halts) == 0 && !spent {
+	if r.Ack == nil {
 		return "lifted the pause (not halted)", nil
-	}
-	ack, err := slot.Resume(ctx, f.Client, f.NS, n, f.Node, reason, now)
-	if err != nil {
-		return "", err
 	}
 	// A failure's id is node/<slot lease>; etcd picks the lease ids, so
 	// the schedule names the nodes only (a replay must read the same).
 	var nodes []string
-	for _, id := range ack.Acknowledged {
+	for _, id := range r.Ack.Acknowledged {
 		node, _, _ := strings.Cut(id, "/")
 		nodes = append(nodes, node)
 	}
-	return "resumed the halted rollout, acknowledging " + joinOr(nodes, "nothing"), nil
+	what := "the halted rollout"
+	if group != nil {
+		what = "the halted group " + *group
+	}
+	return "resumed " + what + ", acknowledging " + joinOr(nodes, "nothing"), nil
 }

@@ -67,7 +67,7 @@ func TestSecondLossAfterAResumeHalts(t *testing.T) {
 	if _, err := c.Revoke(ctx, r.Lease); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := resumeRollout(ctx, fleet("operator"), "a looked at", time.Now()); err != nil {
+	if _, err := resumeRollout(ctx, fleet("operator"), nil, "a looked at"); err != nil {
 		t.Fatal(err)
 	}
 	// The same again, after the resume.

@@ -239,6 +239,8 @@ type ackView struct {
 	Revision     int64    `json:"revision"`
 	Acknowledged []string `json:"acknowledged"`
 	V            int      `json:"v"`
+	// Scope is "group:<group>" for a resume of one group.
+	Scope string `json:"scope"`
 	// written is the revision the resume wrote it at.
 	written int64
 }

@@ -147,12 +147,16 @@ type operator struct {
 	rng   *rand.Rand
 	fleet slot.Fleet
 	times int
+	// groupOf is each node's group: with failure_scope group, two in three
+	// resumes end one group's halt (`resume --group`): the first halted
+	// one, else the drawn node's.
+	groupOf map[string]string
 }
 
 func (o *operator) run(ctx context.Context) {
 	ctx = o.a.Context(ctx)
 	for range o.times {
-		for range 1 + o.rng.IntN(6) {
+		for range 1 + o.rng.IntN(24) {
 			o.a.Yield("looks at the fleet")
 		}
 		var what string
@@ -160,7 +164,16 @@ func (o *operator) run(ctx context.Context) {
 		node := o.env.world.Nodes[o.rng.IntN(len(o.env.world.Nodes))]
 		switch x := o.rng.IntN(10); {
 		case x < 6:
-			what, err = resumeRollout(ctx, o.fleet, "robustness: the operator looked", o.fleet.Now())
+			var group *string
+			if g, ok := o.groupOf[node]; ok && x < 4 && o.fleet.Rules.FailureScope == config.ScopeGroup {
+				group = &g
+				// The operator resumes a group it sees halted, if any.
+				if resp, err := o.c.Get(ctx, slot.HaltsDir(o.env.ns), clientv3.WithPrefix()); err == nil && len(resp.Kvs) > 0 {
+					h := slot.ParseHalt(resp.Kvs[0].Key, resp.Kvs[0].Value)
+					group = &h.Group
+				}
+			}
+			what, err = resumeRollout(ctx, o.fleet, group, "robustness: the operator looked")
 			what = "resume: " + what
 		case x == 6:
 			_, err = o.c.Put(ctx, slot.PauseKey(o.env.ns), `{"reason":"the operator pauses","by":"operator"}`)

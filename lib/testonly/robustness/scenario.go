@@ -153,7 +153,22 @@ func Generate(seed uint64) Scenario {
 	sc.OperatorActions = 4 + rng.IntN(9)
 	sc.Faults = FaultRates{ExpireAfterCount: 0.08, Expire: 0.01, Freeze: 0.01, Stall: 0.03, Pause: 0.004, Hold: 0.004}
 	sc.drawPolicy(seed)
+	sc.drawScope(seed)
 	return sc
+}
+
+// drawScope makes two of three fleets of two groups run failure_scope
+// group (one of three did before resumes of one group were modelled), from
+// a generator of its own: the rest of a seed's scenario stays the same.
+func (sc *Scenario) drawScope(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x5c09e))
+	groups := false
+	for _, n := range sc.Nodes {
+		groups = groups || n.Group != ""
+	}
+	if groups && sc.Scope != config.ScopeGroup && rng.IntN(2) == 0 {
+		sc.Scope = config.ScopeGroup
+	}
 }
 
 // drawPolicy draws the scenario's built-in policies, from a generator of
