@@ -19,6 +19,9 @@ type Rules struct {
 	GroupScope bool
 	// Policy is the built-in cluster policies.
 	Policy PolicyRules
+	// Paced: rollout.min_interval_sec is set (its marks end only by a
+	// fault during a run).
+	Paced bool
 }
 
 // The invariants the checker asserts.
@@ -60,6 +63,10 @@ const (
 	// that group's failures and those an earlier resume acknowledged,
 	// never another group's new one.
 	InvAckScope = "a group's resume acknowledges only its group"
+	// InvPacing: no slot is taken in a group while a pacing mark of that
+	// group lives (<ns>rollout/paced/<node>, on a lease of
+	// min_interval_sec from an earlier take of the group).
+	InvPacing = "min_interval_sec"
 )
 
 // Violation is an invariant the history breaks.
@@ -104,20 +111,20 @@ type Stats struct {
 	// Halts halts recorded, Resumes acknowledgements written (GroupResumes
 	// of them by a resume of one group), Judged the admissions judged for
 	// liveness (those not admitted), Policed the takes judged against a
-	// built-in policy.
-	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes int
+	// built-in policy, Paced the refusals by min_interval_sec.
+	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced int
 }
 
 // Add sums two stats.
 func (s Stats) Add(o Stats) Stats {
 	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes,
-		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes}
+		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes, s.Paced + o.Paced}
 }
 
 // String is the stats in one line.
 func (s Stats) String() string {
-	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness",
-		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged)
+	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness (%d paced)",
+		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged, s.Paced)
 }
 
 // Check replays events (a namespace's history, in revision order) and
@@ -267,6 +274,9 @@ func (c *checker) beforeTake(rev int64, ev Event, s slotView) {
 	}
 	if m.held(s.Node) {
 		c.violate(InvHold, rev, "%s took a slot while it was held (<ns>holds/%s)", s.Node, s.Node)
+	}
+	if p := m.pacedBy(s.Group); m.r.Paced && p != "" {
+		c.violate(InvPacing, rev, "%s took a slot in group %q while %s's pacing mark of that group lived (<ns>rollout/paced/%s: min_interval_sec)", s.Node, s.Group, p, p)
 	}
 	if h := m.halt(s.Group); h != "" {
 		c.violate(InvBudget, rev, "%s took a slot while the rollout was halted (%s)", s.Node, h)

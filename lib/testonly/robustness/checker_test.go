@@ -310,3 +310,22 @@ func TestCheckerGroupResume(t *testing.T) {
 	h.txn(h.put("rollout/ack", `{"acknowledged":["a/a1","b/b1"],"scope":"group:g2","v":3}`, 0))
 	want(t, r, h, nil)
 }
+
+// With min_interval_sec no slot is taken in a group while a pacing mark of
+// that group lives; another group's, or one that ran out, paces nothing.
+func TestCheckerPacing(t *testing.T) {
+	r := rules(3, 0)
+	r.Paced = true
+	paced := func() *hist {
+		h := newHist()
+		return h.txn(h.put("rebooting/a", `{"node":"a","lock":"/h/lock","group":"g1","boot_id":"b-a","machine_id":"m-a"}`, 0xa1),
+			h.put("rollout/paced/a", `{"node":"a","group":"g1"}`, 0xa2))
+	}
+	want(t, r, paced().take("b", "g1", 0xb1), nil, InvPacing)
+	want(t, r, paced().take("b", "g2", 0xb1), nil)
+	h := paced()
+	h.txn(h.del("rollout/paced/a")).take("b", "g1", 0xb1)
+	want(t, r, h, nil)
+	// Without min_interval_sec a mark is not judged.
+	want(t, rules(3, 0), paced().take("b", "g1", 0xb1), nil)
+}

@@ -35,6 +35,9 @@ const (
 	// FaultHold: an operator holds a node (<ns>holds/<node>), or releases
 	// it.
 	FaultHold FaultKind = "hold"
+	// FaultEndPacing: a pacing mark's lease runs out (it is revoked): the
+	// group's bake time after a reboot's start is over.
+	FaultEndPacing FaultKind = "end-pacing"
 )
 
 // Fault is one fault drawn by the scheduler.
@@ -52,8 +55,10 @@ type FaultRates struct {
 	// admission's count (before its take); Expire at any other step.
 	ExpireAfterCount, Expire float64
 	// Freeze is FaultFreezeSeat's chance at a seat holder's request, Stall
-	// FaultStall's, Pause FaultPause's and Hold FaultHold's at any step.
-	Freeze, Stall, Pause, Hold float64
+	// FaultStall's, Pause FaultPause's and Hold FaultHold's at any step;
+	// EndPacing FaultEndPacing's at any step (drawn only when it is not 0,
+	// so that the schedules of scenarios without pacing stay the same).
+	Freeze, Stall, Pause, Hold, EndPacing float64
 }
 
 // World is the etcd the actors share, as the faults and the checker see
@@ -115,6 +120,8 @@ func (w *World) draw(rng *rand.Rand, a *Actor, r request, others bool) (before, 
 		before = f(FaultPause)
 	case rng.Float64() < rates.Hold:
 		before = f(FaultHold)
+	case rates.EndPacing > 0 && rng.Float64() < rates.EndPacing:
+		before = f(FaultEndPacing)
 	}
 	return before, after
 }
@@ -135,6 +142,8 @@ func (w *World) run(a *Actor, x Fault, t *Trace) {
 	case FaultHold:
 		node := w.Nodes[x.Pick%uint64(len(w.Nodes))]
 		what, err = w.toggle(ctx, slot.HoldKey(w.NS, node), `{"reason":"a fault of the robustness test","by":"robustness"}`)
+	case FaultEndPacing:
+		what, err = w.endPacing(ctx, x.Pick)
 	}
 	if err != nil {
 		what = fmt.Sprintf("%s failed: %v", what, err)
@@ -167,6 +176,21 @@ func (w *World) expireSlot(ctx context.Context, pick uint64) (string, error) {
 	what := fmt.Sprintf("the slot %s runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
 	if kv.Lease == 0 {
 		return what, fmt.Errorf("the slot has no lease")
+	}
+	_, err = w.Client.Revoke(ctx, clientv3.LeaseID(kv.Lease))
+	return what, err
+}
+
+// endPacing revokes one pacing mark's lease: its group's bake time is over.
+func (w *World) endPacing(ctx context.Context, pick uint64) (string, error) {
+	resp, err := w.Client.Get(ctx, slot.PacedDir(w.NS), clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) == 0 {
+		return "", err
+	}
+	kv := resp.Kvs[int(pick%uint64(len(resp.Kvs)))]
+	what := fmt.Sprintf("the pacing mark %s runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
+	if kv.Lease == 0 {
+		return what, fmt.Errorf("the pacing mark has no lease")
 	}
 	_, err = w.Client.Revoke(ctx, clientv3.LeaseID(kv.Lease))
 	return what, err

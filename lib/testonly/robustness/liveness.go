@@ -19,6 +19,9 @@ func (c *checker) live(at Attempt) {
 	}
 	c.judged[key] = true
 	c.stats.Judged++
+	if at.Rule == "min_interval" {
+		c.stats.Paced++
+	}
 	why, ok := c.m.eligible(at)
 	if !ok {
 		return
@@ -66,7 +69,7 @@ func (m *model) eligible(at Attempt) (string, bool) {
 			return "", false // a slot under its name that is not this boot's
 		}
 	}
-	if m.paused() || m.held(at.Node) || m.halt(at.Group) != "" {
+	if m.paused() || m.held(at.Node) || m.halt(at.Group) != "" || (m.r.Paced && m.pacedBy(at.Group) != "") {
 		return "", false
 	}
 	if _, spent := m.spent(at.Group); spent {

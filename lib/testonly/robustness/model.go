@@ -340,6 +340,23 @@ func (m *model) paused() bool { _, ok := m.kvs[m.r.NS+"disable"]; return ok }
 
 func (m *model) held(node string) bool { _, ok := m.kvs[m.r.NS+"holds/"+node]; return ok }
 
+// pacedBy is the node whose pacing mark of group lives ("" for none). A
+// mark that cannot be read paces the ungrouped fleet.
+func (m *model) pacedBy(group string) string {
+	dir := m.r.NS + "rollout/paced/"
+	for _, k := range m.under(dir) {
+		var v struct {
+			Group string `json:"group"`
+		}
+		_ = json.Unmarshal(m.kvs[k].Value, &v)
+		if v.Group == group {
+			node, _, _ := strings.Cut(strings.TrimPrefix(k, dir), "/")
+			return node
+		}
+	}
+	return ""
+}
+
 // seatView is a lock entry (a seat, or a place in line) of one of the
 // lock's lines.
 type seatView struct {

@@ -86,6 +86,9 @@ type Scenario struct {
 	Faults          FaultRates
 	// NoSkew runs every clock true (the same schedule must follow).
 	NoSkew bool
+	// Paced: every node runs with rollout.min_interval_sec (pacedSec: no
+	// pacing mark runs out by time during a run; FaultEndPacing ends one).
+	Paced bool
 	// Policy is the built-in cluster policies every node runs with (none
 	// when zero). With a policy every publishing node publishes an idle
 	// record before its first cycle, so that there are healthy nodes to
@@ -98,6 +101,7 @@ type Scenario struct {
 const (
 	seatTTLSec = 300
 	slotTTLSec = 3600
+	pacedSec   = 3600
 )
 
 // Generate draws a scenario from seed.
@@ -154,7 +158,19 @@ func Generate(seed uint64) Scenario {
 	sc.Faults = FaultRates{ExpireAfterCount: 0.08, Expire: 0.01, Freeze: 0.01, Stall: 0.03, Pause: 0.004, Hold: 0.004}
 	sc.drawPolicy(seed)
 	sc.drawScope(seed)
+	sc.drawPacing(seed)
 	return sc
+}
+
+// drawPacing turns min_interval_sec on in one scenario of four, from a
+// generator of its own (the rest of a seed's scenario stays the same), with
+// the fault that ends a pacing mark (its bake time over).
+func (sc *Scenario) drawPacing(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0xbace5))
+	if rng.IntN(4) == 0 {
+		sc.Paced = true
+		sc.Faults.EndPacing = 0.03
+	}
 }
 
 // drawScope makes two of three fleets of two groups run failure_scope
@@ -206,6 +222,9 @@ func (sc Scenario) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "max_holders %d, max_holders_total %d, max_failures %d (scope %s), %d FleetLock replica(s), operator %v",
 		sc.MaxHolders, sc.MaxTotal, sc.MaxFailures, sc.Scope, sc.Replicas, sc.Operator)
+	if sc.Paced {
+		b.WriteString(", min_interval_sec (marks end by a fault)")
+	}
 	if p := sc.Policy; policy.Active(p) {
 		fmt.Fprintf(&b, ", min_healthy_absolute %d, min_healthy_fraction %.2f, fallback_nodes %v", p.MinHealthyAbsolute, p.MinHealthyFraction, p.FallbackNodes)
 	}
@@ -246,6 +265,9 @@ func (sc Scenario) config(ns string, n NodeSpec) config.Config {
 	}
 	cfg.Rollout.MaxFailures = config.Count(sc.MaxFailures)
 	cfg.Rollout.FailureScope = sc.Scope
+	if sc.Paced {
+		cfg.Rollout.MinIntervalSec = pacedSec
+	}
 	cfg.ClusterPolicies = sc.Policy
 	cfg.LockTTLSec, cfg.RebootSlotTTLSec, cfg.EtcdDialTimeoutSec = seatTTLSec, slotTTLSec, 10
 	cfg.BackoffMinSec, cfg.BackoffMaxSec = 1, 1
