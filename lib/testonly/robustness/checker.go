@@ -22,6 +22,9 @@ type Rules struct {
 	// Paced: rollout.min_interval_sec is set (its marks end only by a
 	// fault during a run).
 	Paced bool
+	// Rate is max_starts_per_hour (0: none; its start records end only by
+	// a fault during a run).
+	Rate int
 }
 
 // The invariants the checker asserts.
@@ -67,6 +70,10 @@ const (
 	// group lives (<ns>rollout/paced/<node>, on a lease of
 	// min_interval_sec from an earlier take of the group).
 	InvPacing = "min_interval_sec"
+	// InvRate: no slot is taken while as many start records live as
+	// max_starts_per_hour allows (<ns>rollout/starts/, each on a lease of
+	// an hour from a take).
+	InvRate = "max_starts_per_hour"
 )
 
 // Violation is an invariant the history breaks.
@@ -111,7 +118,8 @@ type Stats struct {
 	// Halts halts recorded, Resumes acknowledgements written (GroupResumes
 	// of them by a resume of one group), Judged the admissions judged for
 	// liveness (those not admitted), Policed the takes judged against a
-	// built-in policy, Paced the refusals by min_interval_sec.
+	// built-in policy, Paced the refusals by min_interval_sec or
+	// max_starts_per_hour.
 	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced int
 }
 
@@ -277,6 +285,9 @@ func (c *checker) beforeTake(rev int64, ev Event, s slotView) {
 	}
 	if p := m.pacedBy(s.Group); m.r.Paced && p != "" {
 		c.violate(InvPacing, rev, "%s took a slot in group %q while %s's pacing mark of that group lived (<ns>rollout/paced/%s: min_interval_sec)", s.Node, s.Group, p, p)
+	}
+	if n := m.starts(); m.r.Rate > 0 && n >= m.r.Rate {
+		c.violate(InvRate, rev, "%s took a slot while %d start records lived (<ns>rollout/starts/): max_starts_per_hour is %d", s.Node, n, m.r.Rate)
 	}
 	if h := m.halt(s.Group); h != "" {
 		c.violate(InvBudget, rev, "%s took a slot while the rollout was halted (%s)", s.Node, h)

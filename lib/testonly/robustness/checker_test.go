@@ -329,3 +329,21 @@ func TestCheckerPacing(t *testing.T) {
 	// Without min_interval_sec a mark is not judged.
 	want(t, rules(3, 0), paced().take("b", "g1", 0xb1), nil)
 }
+
+// With max_starts_per_hour no slot is taken while as many start records
+// live as it allows; fewer, or one that ran out, let it be.
+func TestCheckerRate(t *testing.T) {
+	r := rules(3, 0)
+	r.Rate = 1
+	started := func() *hist {
+		h := newHist()
+		return h.txn(h.put("rebooting/a", `{"node":"a","lock":"/h/lock","group":"","boot_id":"b-a","machine_id":"m-a"}`, 0xa1),
+			h.put("rollout/starts/a/a3", `{"node":"a"}`, 0xa3))
+	}
+	want(t, r, started().take("b", "g2", 0xb1), nil, InvRate)
+	h := started()
+	h.txn(h.del("rollout/starts/a/a3")).take("b", "", 0xb1)
+	want(t, r, h, nil)
+	r.Rate = 2
+	want(t, r, started().take("b", "", 0xb1), nil)
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
@@ -35,8 +36,9 @@ const (
 	// FaultHold: an operator holds a node (<ns>holds/<node>), or releases
 	// it.
 	FaultHold FaultKind = "hold"
-	// FaultEndPacing: a pacing mark's lease runs out (it is revoked): the
-	// group's bake time after a reboot's start is over.
+	// FaultEndPacing: a pacing mark's or a start record's lease runs out
+	// (it is revoked): the group's bake time after a reboot's start, or
+	// the hour a start counts for max_starts_per_hour, is over.
 	FaultEndPacing FaultKind = "end-pacing"
 )
 
@@ -73,7 +75,9 @@ type World struct {
 	Rates FaultRates
 	// Nodes are the node names a hold may name.
 	Nodes []string
-	names *names
+	// MarkDirs are the prefixes of the records FaultEndPacing ends.
+	MarkDirs []string
+	names    *names
 
 	mu sync.Mutex
 	// doomed are the slot leases of nodes that will never come back.
@@ -181,18 +185,26 @@ func (w *World) expireSlot(ctx context.Context, pick uint64) (string, error) {
 	return what, err
 }
 
-// endPacing revokes one pacing mark's lease: its group's bake time is over.
+// endPacing revokes the lease of one pacing mark or start record (of
+// MarkDirs): its time is over.
 func (w *World) endPacing(ctx context.Context, pick uint64) (string, error) {
-	resp, err := w.Client.Get(ctx, slot.PacedDir(w.NS), clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) == 0 {
-		return "", err
+	var kvs []*mvccpb.KeyValue
+	for _, dir := range w.MarkDirs {
+		resp, err := w.Client.Get(ctx, dir, clientv3.WithPrefix())
+		if err != nil {
+			return "", err
+		}
+		kvs = append(kvs, resp.Kvs...)
 	}
-	kv := resp.Kvs[int(pick%uint64(len(resp.Kvs)))]
-	what := fmt.Sprintf("the pacing mark %s runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
+	if len(kvs) == 0 {
+		return "", nil
+	}
+	kv := kvs[int(pick%uint64(len(kvs)))]
+	what := fmt.Sprintf("the record %s runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
 	if kv.Lease == 0 {
-		return what, fmt.Errorf("the pacing mark has no lease")
+		return what, fmt.Errorf("the record has no lease")
 	}
-	_, err = w.Client.Revoke(ctx, clientv3.LeaseID(kv.Lease))
+	_, err := w.Client.Revoke(ctx, clientv3.LeaseID(kv.Lease))
 	return what, err
 }
 

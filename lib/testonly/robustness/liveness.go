@@ -19,7 +19,7 @@ func (c *checker) live(at Attempt) {
 	}
 	c.judged[key] = true
 	c.stats.Judged++
-	if at.Rule == "min_interval" {
+	if at.Rule == "min_interval" || at.Rule == "max_starts_per_hour" {
 		c.stats.Paced++
 	}
 	why, ok := c.m.eligible(at)
@@ -69,7 +69,7 @@ func (m *model) eligible(at Attempt) (string, bool) {
 			return "", false // a slot under its name that is not this boot's
 		}
 	}
-	if m.paused() || m.held(at.Node) || m.halt(at.Group) != "" || (m.r.Paced && m.pacedBy(at.Group) != "") {
+	if m.paused() || m.held(at.Node) || m.halt(at.Group) != "" || (m.r.Paced && m.pacedBy(at.Group) != "") || (m.r.Rate > 0 && m.starts() >= m.r.Rate) {
 		return "", false
 	}
 	if _, spent := m.spent(at.Group); spent {

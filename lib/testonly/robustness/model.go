@@ -340,6 +340,9 @@ func (m *model) paused() bool { _, ok := m.kvs[m.r.NS+"disable"]; return ok }
 
 func (m *model) held(node string) bool { _, ok := m.kvs[m.r.NS+"holds/"+node]; return ok }
 
+// starts is the number of start records that live.
+func (m *model) starts() int { return len(m.under(m.r.NS + "rollout/starts/")) }
+
 // pacedBy is the node whose pacing mark of group lives ("" for none). A
 // mark that cannot be read paces the ungrouped fleet.
 func (m *model) pacedBy(group string) string {

@@ -78,6 +78,7 @@ func Run(ctx context.Context, endpoint, ns string, sc Scenario) (*Report, error)
 		names = append(names, n.Name)
 	}
 	world := NewWorld(control, ns, first.Header.Revision, sc.Faults, uniq(names))
+	world.MarkDirs = sc.markDirs(ns)
 	e := &env{sc: sc, ns: ns, world: world, record: &Record{}}
 	e.sched = NewScheduler(sc.Seed, world, e.record, runLimits())
 	scripts, clients, err := e.cast(endpoint)
@@ -203,7 +204,7 @@ func (e *env) cast(endpoint string) ([]script, []*clientv3.Client, error) {
 // rules are what the checker holds the history to.
 func (e *env) rules() Rules {
 	return Rules{NS: e.ns, Lock: e.ns + "lock", MaxHolders: e.sc.MaxHolders, MaxTotal: e.sc.MaxTotal,
-		MaxFailures: e.sc.MaxFailures, GroupScope: e.sc.Scope == config.ScopeGroup, Policy: e.sc.policyRules(), Paced: e.sc.Paced}
+		MaxFailures: e.sc.MaxFailures, GroupScope: e.sc.Scope == config.ScopeGroup, Policy: e.sc.policyRules(), Paced: e.sc.Paced, Rate: e.sc.Rate}
 }
 
 // newClient connects to endpoint; with intercept, every unary request goes

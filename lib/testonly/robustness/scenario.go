@@ -8,6 +8,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot"
 )
 
 // The kinds of simulated node.
@@ -89,6 +90,9 @@ type Scenario struct {
 	// Paced: every node runs with rollout.min_interval_sec (pacedSec: no
 	// pacing mark runs out by time during a run; FaultEndPacing ends one).
 	Paced bool
+	// Rate is rollout.max_starts_per_hour (0: none); the start records'
+	// hour-long leases end only by FaultEndPacing.
+	Rate int
 	// Policy is the built-in cluster policies every node runs with (none
 	// when zero). With a policy every publishing node publishes an idle
 	// record before its first cycle, so that there are healthy nodes to
@@ -162,15 +166,31 @@ func Generate(seed uint64) Scenario {
 	return sc
 }
 
-// drawPacing turns min_interval_sec on in one scenario of four, from a
-// generator of its own (the rest of a seed's scenario stays the same), with
-// the fault that ends a pacing mark (its bake time over).
+// drawPacing turns min_interval_sec on in one scenario of four, and
+// max_starts_per_hour (1 or 2) in one of four, from a generator of its own
+// (the rest of a seed's scenario stays the same), with the fault that ends
+// a pacing mark or a start record (its time over).
 func (sc *Scenario) drawPacing(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0xbace5))
+	sc.Paced = rng.IntN(4) == 0
 	if rng.IntN(4) == 0 {
-		sc.Paced = true
+		sc.Rate = 1 + rng.IntN(2)
+	}
+	if sc.Paced || sc.Rate > 0 {
 		sc.Faults.EndPacing = 0.03
 	}
+}
+
+// markDirs are the records FaultEndPacing may end.
+func (sc Scenario) markDirs(ns string) []string {
+	var out []string
+	if sc.Paced {
+		out = append(out, slot.PacedDir(ns))
+	}
+	if sc.Rate > 0 {
+		out = append(out, slot.StartsDir(ns))
+	}
+	return out
 }
 
 // drawScope makes two of three fleets of two groups run failure_scope
@@ -225,6 +245,9 @@ func (sc Scenario) String() string {
 	if sc.Paced {
 		b.WriteString(", min_interval_sec (marks end by a fault)")
 	}
+	if sc.Rate > 0 {
+		fmt.Fprintf(&b, ", max_starts_per_hour %d (starts end by a fault)", sc.Rate)
+	}
 	if p := sc.Policy; policy.Active(p) {
 		fmt.Fprintf(&b, ", min_healthy_absolute %d, min_healthy_fraction %.2f, fallback_nodes %v", p.MinHealthyAbsolute, p.MinHealthyFraction, p.FallbackNodes)
 	}
@@ -268,6 +291,7 @@ func (sc Scenario) config(ns string, n NodeSpec) config.Config {
 	if sc.Paced {
 		cfg.Rollout.MinIntervalSec = pacedSec
 	}
+	cfg.Rollout.MaxStartsPerHour = sc.Rate
 	cfg.ClusterPolicies = sc.Policy
 	cfg.LockTTLSec, cfg.RebootSlotTTLSec, cfg.EtcdDialTimeoutSec = seatTTLSec, slotTTLSec, 10
 	cfg.BackoffMinSec, cfg.BackoffMaxSec = 1, 1
