@@ -305,6 +305,8 @@ func TestBudgets(t *testing.T) {
 		pct := func(f *Fleet) { f.Rules.MaxHolders = config.Budget{Percent: 20} }
 		for i := range 10 {
 			r.record(r.fleet(fmt.Sprintf("n%d", i), "", time.Minute, pct), policy.StateIdle, false)
+			// Another group's nodes are not of this group's scope.
+			r.record(r.fleet(fmt.Sprintf("w%d", i), "web", time.Minute, pct), policy.StateIdle, false)
 		}
 		r.mustAdmit(r.fleet("n0", "", time.Minute, pct))
 		r.mustAdmit(r.fleet("n1", "", time.Minute, pct))

@@ -62,9 +62,10 @@ func (n *candidate) fleet() slot.Fleet {
 
 func (n *candidate) run(ctx context.Context) {
 	ctx = n.a.Context(ctx)
-	if n.spec.Publish && policy.Active(n.cfg.ClusterPolicies) {
+	if n.spec.Publish && (policy.Active(n.cfg.ClusterPolicies) || n.env.sc.percent()) {
 		// The daemon publishes before its first cycle: with a policy the
-		// healthy nodes are those that did.
+		// healthy nodes are those that did, with a percentage the nodes
+		// known.
 		n.publish(ctx, policy.StateIdle, false)
 	}
 	reboots := 0
@@ -99,6 +100,15 @@ func (n *candidate) seat(ctx context.Context) (*lock.Held, error) {
 	candidateSeat(&o)
 	o.Backoff = lock.Backoff{Min: time.Millisecond, Max: time.Millisecond, Rand: func() float64 { return 0 }}
 	o.Now = n.now
+	if n.cfg.MaxHolders.Percent > 0 {
+		// A percentage's seats, as the daemon's cycle and the pipeline
+		// take them (lib/slot Fleet.Seats).
+		seats, err := n.fleet().Seats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		o.MaxHolders = seats
+	}
 	held, err := lock.Acquire(ctx, n.c, o)
 	if err != nil {
 		return nil, err

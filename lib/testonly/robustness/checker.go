@@ -15,6 +15,11 @@ type Rules struct {
 	// MaxHolders is max_holders of every group, MaxTotal
 	// max_holders_total (0: none), MaxFailures max_failures (0: off).
 	MaxHolders, MaxTotal, MaxFailures int
+	// HoldersPct, when not 0, makes max_holders that percentage of the
+	// nodes known in the group, TotalPct max_holders_total that of the
+	// nodes known in the fleet (MaxHolders and MaxTotal are then unused):
+	// model.holders.
+	HoldersPct, TotalPct int
 	// GroupScope: failure_scope group (else fleet).
 	GroupScope bool
 	// Policy is the built-in cluster policies.
@@ -372,8 +377,8 @@ func (c *checker) busy(rev int64, s slotView, plain map[string]string) {
 			who[k] = v
 		}
 	}
-	if len(who) > m.r.MaxHolders && len(plain) > 0 {
-		c.violate(InvBusy, rev, "%s took a slot of %s with %d busy at max_holders %d: %s", s.Node, groupName(s.Group), len(who), m.r.MaxHolders, describe(who))
+	if limit, what := m.holders(s.Group, s.Node); len(who) > limit && len(plain) > 0 {
+		c.violate(InvBusy, rev, "%s took a slot of %s with %d busy at max_holders %s: %s", s.Node, groupName(s.Group), len(who), what, describe(who))
 	}
 }
 
@@ -392,16 +397,16 @@ func (c *checker) counts(rev int64) {
 				in = append(in, s.Node)
 			}
 		}
-		if len(in) > m.r.MaxHolders {
-			c.violate(InvMaxHolders, rev, "%d slots in %s at max_holders %d: %s", len(in), groupName(g), m.r.MaxHolders, strings.Join(in, ", "))
+		if limit, what := m.holders(g, ""); len(in) > limit {
+			c.violate(InvMaxHolders, rev, "%d slots in %s at max_holders %s: %s", len(in), groupName(g), what, strings.Join(in, ", "))
 		}
 	}
-	if m.r.MaxTotal > 0 && len(slots) > m.r.MaxTotal {
+	if limit, what := m.total(""); limit > 0 && len(slots) > limit {
 		var in []string
 		for _, s := range slots {
 			in = append(in, s.Node)
 		}
-		c.violate(InvMaxTotal, rev, "%d slots in the fleet at max_holders_total %d: %s", len(slots), m.r.MaxTotal, strings.Join(in, ", "))
+		c.violate(InvMaxTotal, rev, "%d slots in the fleet at max_holders_total %s: %s", len(slots), what, strings.Join(in, ", "))
 	}
 }
 

@@ -347,3 +347,51 @@ func TestCheckerRate(t *testing.T) {
 	r.Rate = 2
 	want(t, r, started().take("b", "", 0xb1), nil)
 }
+
+func TestCheckerPercent(t *testing.T) {
+	// max_holders 50%: of the nodes known in the group (records and
+	// slots); another group's records do not count in it.
+	r := rules(0, 0)
+	r.HoldersPct = 50
+	known := func(groups ...string) *hist {
+		h := newHist()
+		for i, g := range groups {
+			h.txn(h.put(fmt.Sprintf("nodes/r%d", i), fmt.Sprintf(`{"state":"idle","group":%q}`, g), 0x100))
+		}
+		return h
+	}
+	// 4 known in the ungrouped fleet (2 records and the slots of a and
+	// b): 2 slots.
+	want(t, r, known("", "").take("a", "", 0xa1).take("b", "", 0xb1), nil)
+	// 3 known (1 record of the group and the two slots; the other group's
+	// records do not count): 1 slot.
+	want(t, r, known("", "g2", "g2").take("a", "", 0xa1).take("b", "", 0xb1), nil, InvMaxHolders)
+	// At least 1, whatever the fleet's size.
+	want(t, r, newHist().take("a", "", 0xa1), nil)
+	// max_holders_total 50%: of every node known in the fleet.
+	r = rules(5, 0)
+	r.TotalPct = 50
+	want(t, r, known("g2").take("a", "", 0xa1).take("b", "g2", 0xb1), nil, InvMaxTotal)
+	want(t, r, known("g2", "").take("a", "", 0xa1).take("b", "g2", 0xb1), nil)
+}
+
+func TestCheckerPercentLiveness(t *testing.T) {
+	// max_holders 50% of 5 known (3 records, a's slot, b) is 2: with a
+	// in its reboot, b's seat has room, unless a's slot carries a smaller
+	// number (admitted when fewer nodes were known), which caps it.
+	r := rules(0, 0)
+	r.HoldersPct = 50
+	kb, vb := seat("b", true, 0x2222222222222)
+	fleet := func(slot string) (*hist, Attempt) {
+		h := newHist()
+		h.txn(h.put("nodes/r0", `{"state":"idle"}`, 0x100), h.put("nodes/r1", `{"state":"idle"}`, 0x100), h.put("nodes/r2", `{"state":"idle"}`, 0x100))
+		h.txn(h.put("rebooting/a", slot, 0xa1), h.put("rollout/inflight/a", `{"node":"a","group":"","lease_id":"a1","started":true,"via":"daemon"}`, 0xa2))
+		h.txn(h.put(kb, vb, 0x2222222222222))
+		return h, Attempt{Actor: "b/daemon", Node: "b", Machine: "m-b", Boot: "b-b", Seat: hns + kb,
+			SeatRevision: h.kvs[hns+kb].CreateRevision, Revision: h.rev, Rule: "max_holders", Wait: true}
+	}
+	h, at := fleet(`{"node":"a","lock":"/h/lock","group":"","boot_id":"b-a","machine_id":"m-a"}`)
+	want(t, r, h, []Attempt{at}, InvLiveness)
+	h, at = fleet(`{"node":"a","lock":"/h/lock","group":"","boot_id":"b-a","machine_id":"m-a","max_holders":1}`)
+	want(t, r, h, []Attempt{at})
+}

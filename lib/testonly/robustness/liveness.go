@@ -100,7 +100,9 @@ func (m *model) eligible(at Attempt) (string, bool) {
 			others[s.Node+"|"+s.BootID] = s.Node + " (older candidate seat)"
 		}
 	}
-	free := m.r.MaxHolders - len(others)
+	limit, limitWhat := m.holders(at.Group, at.Node)
+	limit, limitWhat = m.capped(limit, limitWhat, own.line, func(s slotView) bool { return s.counts(at.Group) }, false)
+	free := limit - len(others)
 	if free <= 0 {
 		return "", false
 	}
@@ -120,8 +122,9 @@ func (m *model) eligible(at Attempt) (string, bool) {
 	if ahead >= free {
 		return "", false
 	}
-	if m.r.MaxTotal > 0 {
-		freeTotal := m.r.MaxTotal - len(total)
+	if limitTotal, what := m.total(at.Node); limitTotal > 0 {
+		limitTotal, _ = m.capped(limitTotal, what, "", func(slotView) bool { return true }, true)
+		freeTotal := limitTotal - len(total)
 		ahead = 0
 		for _, t := range tickets {
 			if t.Kind == "" && t.Node != at.Node && (mine == nil || t.created < mine.created) {
@@ -132,8 +135,8 @@ func (m *model) eligible(at Attempt) (string, bool) {
 			return "", false
 		}
 	}
-	why := fmt.Sprintf("max_holders %d, counted %s; no pause, halt, hold or conflict; failures within max_failures %d",
-		m.r.MaxHolders, describe(others), m.r.MaxFailures)
+	why := fmt.Sprintf("max_holders %s, counted %s; no pause, halt, hold or conflict; failures within max_failures %d",
+		limitWhat, describe(others), m.r.MaxFailures)
 	if m.r.Policy.active() {
 		why += "; the cluster policies allow it: " + policed
 	}

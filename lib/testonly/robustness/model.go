@@ -81,6 +81,10 @@ type slotView struct {
 	Group     string `json:"group"`
 	BootID    string `json:"boot_id"`
 	MachineID string `json:"machine_id"`
+	// MaxHolders and MaxTotal are the numbers it was admitted under (0:
+	// none), which cap later admissions while it lives.
+	MaxHolders int `json:"max_holders"`
+	MaxTotal   int `json:"max_total"`
 	// bound: the value names its lock and group (else it counts against
 	// every group).
 	bound bool
@@ -470,4 +474,105 @@ func (m *model) records() []recordView {
 		out = append(out, r)
 	}
 	return out
+}
+
+// Budgets as percentages (docs/rollout.md, "Budgets as percentages"): of
+// the nodes the count knows in the scope, its health records and its slots
+// and the node that asks, rounded down and at least 1. During a run records
+// are only written, never ended (no fault ends one), and a take fails when
+// a slot it counted has gone, so the nodes known at a take are at least
+// those its count knew: a budget judged on the state after the take is
+// never smaller than the one the admission applied.
+
+// holders is max_holders for group by the model's state, with node (the
+// node that asks; "" for none) known in it, and how it was resolved.
+func (m *model) holders(group, node string) (int, string) {
+	if m.r.HoldersPct == 0 {
+		return m.r.MaxHolders, fmt.Sprint(m.r.MaxHolders)
+	}
+	known := m.known(func(g string) bool { return g == group }, func(s slotView) bool { return s.counts(group) }, node)
+	return percentOf(m.r.HoldersPct, known, groupName(group))
+}
+
+// total is max_holders_total (0: none) by the model's state, with node
+// known in the fleet.
+func (m *model) total(node string) (int, string) {
+	if m.r.TotalPct == 0 {
+		return m.r.MaxTotal, fmt.Sprint(m.r.MaxTotal)
+	}
+	known := m.known(func(string) bool { return true }, func(slotView) bool { return true }, node)
+	return percentOf(m.r.TotalPct, known, "the fleet")
+}
+
+// known are the nodes with a record of a group in or a slot in, and node.
+func (m *model) known(in func(group string) bool, slotIn func(slotView) bool, node string) map[string]bool {
+	known := map[string]bool{}
+	if node != "" {
+		known[node] = true
+	}
+	for _, k := range m.under(m.r.NS + "nodes/") {
+		var r struct {
+			Group string `json:"group"`
+		}
+		if json.Unmarshal(m.kvs[k].Value, &r) == nil && in(r.Group) {
+			known[strings.TrimPrefix(k, m.r.NS+"nodes/")] = true
+		}
+	}
+	for _, s := range m.slots() {
+		if slotIn(s) {
+			known[s.Node] = true
+		}
+	}
+	return known
+}
+
+func percentOf(pct int, known map[string]bool, scope string) (int, string) {
+	n := max(1, len(known)*pct/100)
+	return n, fmt.Sprintf("%d%% (%d of the %d nodes known in %s)", pct, n, len(known), scope)
+}
+
+// capped is a budget capped by the numbers the count reads beside it
+// (docs/cluster-protocol.md, "Slots": max_holders is the smallest among
+// this node's, the line's seats' and the counted slots'): of the seats of
+// line, those the count reads (the first as many as the first entry's
+// max_holders, and no more than a count max_holders), and of the slots, those
+// counted by counts (max_holders) or every slot (max_holders_total, total).
+func (m *model) capped(limit int, what, line string, counts func(slotView) bool, total bool) (int, string) {
+	by := ""
+	lower := func(n int, who string) {
+		if n > 0 && n < limit {
+			limit, by = n, who
+		}
+	}
+	if !total {
+		var mine []seatView
+		for _, s := range m.seats() {
+			if s.line == line {
+				mine = append(mine, s)
+			}
+		}
+		if len(mine) > 0 {
+			read := min(len(mine), mine[0].MaxHolders)
+			if m.r.HoldersPct == 0 {
+				read = min(read, max(1, m.r.MaxHolders))
+			}
+			for _, s := range mine[:read] {
+				lower(s.MaxHolders, fmt.Sprintf("%s's seat %s", s.Node, strings.TrimPrefix(s.key, m.r.NS)))
+			}
+		}
+	}
+	for _, s := range m.slots() {
+		if !counts(s) {
+			continue
+		}
+		n := s.MaxHolders
+		if total {
+			n = s.MaxTotal
+		}
+		lower(n, s.Node+"'s slot")
+	}
+	if by != "" {
+		what += fmt.Sprintf(", capped at %d by %s", limit, by)
+	}
+	return limit, what
 }

@@ -204,7 +204,7 @@ func (e *env) cast(endpoint string) ([]script, []*clientv3.Client, error) {
 // rules are what the checker holds the history to.
 func (e *env) rules() Rules {
 	return Rules{NS: e.ns, Lock: e.ns + "lock", MaxHolders: e.sc.MaxHolders, MaxTotal: e.sc.MaxTotal,
-		MaxFailures: e.sc.MaxFailures, GroupScope: e.sc.Scope == config.ScopeGroup, Policy: e.sc.policyRules(), Paced: e.sc.Paced, Rate: e.sc.Rate}
+		HoldersPct: e.sc.HoldersPct, TotalPct: e.sc.TotalPct, MaxFailures: e.sc.MaxFailures, GroupScope: e.sc.Scope == config.ScopeGroup, Policy: e.sc.policyRules(), Paced: e.sc.Paced, Rate: e.sc.Rate}
 }
 
 // newClient connects to endpoint; with intercept, every unary request goes

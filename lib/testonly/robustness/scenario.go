@@ -76,7 +76,12 @@ type Scenario struct {
 	// off), Scope failure_scope.
 	MaxHolders, MaxTotal, MaxFailures int
 	Scope                             string
-	Nodes                             []NodeSpec
+	// HoldersPct, when not 0, is max_holders as a percentage (of the nodes
+	// known in the group), TotalPct max_holders_total as one (of the nodes
+	// known in the fleet). Every daemon and pipeline then publishes, an
+	// idle record before its first cycle, so that there are nodes to know.
+	HoldersPct, TotalPct int
+	Nodes                []NodeSpec
 	// Replicas is the number of FleetLock servers.
 	Replicas int
 	// Operator: an operator pauses, resumes (acknowledging the failures),
@@ -163,8 +168,33 @@ func Generate(seed uint64) Scenario {
 	sc.drawPolicy(seed)
 	sc.drawScope(seed)
 	sc.drawPacing(seed)
+	sc.drawPercent(seed)
 	return sc
 }
+
+// drawPercent makes max_holders a percentage in one scenario of four, and
+// with two groups max_holders_total one in half of those, from a generator
+// of its own (the rest of a seed's scenario stays the same).
+func (sc *Scenario) drawPercent(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x9e4c))
+	if rng.IntN(4) != 0 {
+		return
+	}
+	sc.HoldersPct = []int{34, 50, 67, 100}[rng.IntN(4)]
+	groups := false
+	for i, n := range sc.Nodes {
+		groups = groups || n.Group != ""
+		// Every daemon and pipeline publishes: the nodes known are more
+		// than the slots, and a percentage resolves to more than 1.
+		sc.Nodes[i].Publish = n.Publish || n.Kind == KindDaemon || n.Kind == KindPipeline
+	}
+	if groups && rng.IntN(2) == 0 {
+		sc.TotalPct = []int{50, 75}[rng.IntN(2)]
+	}
+}
+
+// percent reports whether a budget is a percentage.
+func (sc Scenario) percent() bool { return sc.HoldersPct > 0 || sc.TotalPct > 0 }
 
 // drawPacing turns min_interval_sec on in one scenario of four, and
 // max_starts_per_hour (1 or 2) in one of four, from a generator of its own
@@ -240,8 +270,8 @@ func (sc *Scenario) drawPolicy(seed uint64) {
 // String describes the scenario in one paragraph, for a failing seed's report.
 func (sc Scenario) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "max_holders %d, max_holders_total %d, max_failures %d (scope %s), %d FleetLock replica(s), operator %v",
-		sc.MaxHolders, sc.MaxTotal, sc.MaxFailures, sc.Scope, sc.Replicas, sc.Operator)
+	fmt.Fprintf(&b, "max_holders %s, max_holders_total %s, max_failures %d (scope %s), %d FleetLock replica(s), operator %v",
+		sc.holdersBudget(), sc.totalBudget(), sc.MaxFailures, sc.Scope, sc.Replicas, sc.Operator)
 	if sc.Paced {
 		b.WriteString(", min_interval_sec (marks end by a fault)")
 	}
@@ -282,9 +312,9 @@ func (sc Scenario) policyRules() PolicyRules {
 func (sc Scenario) config(ns string, n NodeSpec) config.Config {
 	cfg := config.Default()
 	cfg.LockKey, cfg.NodeName, cfg.Group = ns+"lock", n.Name, n.Group
-	cfg.MaxHolders = config.Count(sc.MaxHolders)
-	if sc.MaxTotal > 0 {
-		cfg.MaxHoldersTotal = config.Count(sc.MaxTotal)
+	cfg.MaxHolders = sc.holdersBudget()
+	if sc.MaxTotal > 0 || sc.TotalPct > 0 {
+		cfg.MaxHoldersTotal = sc.totalBudget()
 	}
 	cfg.Rollout.MaxFailures = config.Count(sc.MaxFailures)
 	cfg.Rollout.FailureScope = sc.Scope
@@ -296,6 +326,22 @@ func (sc Scenario) config(ns string, n NodeSpec) config.Config {
 	cfg.LockTTLSec, cfg.RebootSlotTTLSec, cfg.EtcdDialTimeoutSec = seatTTLSec, slotTTLSec, 10
 	cfg.BackoffMinSec, cfg.BackoffMaxSec = 1, 1
 	return cfg
+}
+
+// holdersBudget is max_holders as configured.
+func (sc Scenario) holdersBudget() config.Budget {
+	if sc.HoldersPct > 0 {
+		return config.Budget{Percent: sc.HoldersPct}
+	}
+	return config.Count(sc.MaxHolders)
+}
+
+// totalBudget is max_holders_total as configured.
+func (sc Scenario) totalBudget() config.Budget {
+	if sc.TotalPct > 0 {
+		return config.Budget{Percent: sc.TotalPct}
+	}
+	return config.Count(sc.MaxTotal)
 }
 
 // skew is n's clock offset (none with NoSkew).

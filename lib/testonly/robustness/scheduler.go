@@ -132,7 +132,7 @@ type Scheduler struct {
 // in record.
 func NewScheduler(seed uint64, world *World, record *Record, limits Limits) *Scheduler {
 	return &Scheduler{rng: rand.New(rand.NewPCG(seed, 0x5eed)), world: world, record: record, limits: limits,
-		poke: make(chan struct{}, 1), trace: &Trace{}}
+		poke: make(chan struct{}, 1), trace: &Trace{ns: world.NS}}
 }
 
 // NewActor adds an actor. Its goroutine must take its first step (Yield)

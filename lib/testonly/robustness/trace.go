@@ -28,6 +28,9 @@ type Trace struct {
 	lines []Line
 	// open is each actor's step awaiting its outcome.
 	open map[*Actor]int
+	// ns is the run's namespace, which differs between runs of a seed (an
+	// error's text may name a key): "<ns>/" in Canonical.
+	ns string
 }
 
 // Lines are the schedule's lines so far.
@@ -76,12 +79,17 @@ func (t *Trace) fault(f Fault, what string) {
 // Canonical is the schedule without what differs between runs of a seed
 // and changes nothing: revisions (a lock's annotation, written in the
 // background, moves them), times, and the numbers made of them (a failure
-// record's id). Lease names (L1, L2, …) stay: they are the order the
-// schedule met the leases in.
+// record's id), and the namespace. Lease names (L1, L2, …) stay: they are
+// the order the schedule met the leases in.
 func (t *Trace) Canonical() []string {
 	times := regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 	numbers := regexp.MustCompile(`\b\d{2,}\b`)
-	norm := func(s string) string { return numbers.ReplaceAllString(times.ReplaceAllString(s, "TIME"), "#") }
+	norm := func(s string) string {
+		if t.ns != "" {
+			s = strings.ReplaceAll(s, t.ns, "<ns>/")
+		}
+		return numbers.ReplaceAllString(times.ReplaceAllString(s, "TIME"), "#")
+	}
 	lines := t.Lines()
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {
