@@ -105,10 +105,11 @@ func TestSlotEndingBetweenCountAndTake(t *testing.T) {
 	}
 }
 
-// With failure_scope group, each group's failures halt that group, with a
-// halt of its own; one resume acknowledges both by name.
-func TestEachGroupHaltsOnItsOwn(t *testing.T) {
-	r := newRig(t)
+// haltTwoGroups loses a reboot in rack1 and one in rack2 under
+// failure_scope group, and has a2 (rack1) and b2 (rack2) refused by the
+// halts; it returns the option of that scope.
+func haltTwoGroups(t *testing.T, r *rig) func(*Fleet) {
+	t.Helper()
 	scoped := func(f *Fleet) { f.Rules.FailureScope = config.ScopeGroup }
 	a := r.fleet("a", "rack1", 2*time.Second, scoped)
 	b := r.fleet("b", "rack2", 2*time.Second, scoped)
@@ -117,6 +118,14 @@ func TestEachGroupHaltsOnItsOwn(t *testing.T) {
 	testsupport.Eventually(t, 10*time.Second, "both slots to run out", func() bool { return !r.exists(a.Key()) && !r.exists(b.Key()) })
 	r.refused(r.fleet("a2", "rack1", time.Minute, scoped), RuleHalted)
 	r.refused(r.fleet("b2", "rack2", time.Minute, scoped), RuleHalted)
+	return scoped
+}
+
+// With failure_scope group, each group's failures halt that group, with a
+// halt of its own; one resume acknowledges both by name.
+func TestEachGroupHaltsOnItsOwn(t *testing.T) {
+	r := newRig(t)
+	scoped := haltTwoGroups(t, r)
 	for _, k := range []string{HaltKey(r.ns, "a2", "group:rack1"), HaltKey(r.ns, "b2", "group:rack2")} {
 		if !r.exists(k) {
 			t.Errorf("no halt %s: a group's failures were refused but not recorded", k)
@@ -138,14 +147,7 @@ func TestEachGroupHaltsOnItsOwn(t *testing.T) {
 func TestResumeOfOneGroup(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	scoped := func(f *Fleet) { f.Rules.FailureScope = config.ScopeGroup }
-	a := r.fleet("a", "rack1", 2*time.Second, scoped)
-	b := r.fleet("b", "rack2", 2*time.Second, scoped)
-	r.mustAdmit(a)
-	r.mustAdmit(b)
-	testsupport.Eventually(t, 10*time.Second, "both slots to run out", func() bool { return !r.exists(a.Key()) && !r.exists(b.Key()) })
-	r.refused(r.fleet("a2", "rack1", time.Minute, scoped), RuleHalted)
-	r.refused(r.fleet("b2", "rack2", time.Minute, scoped), RuleHalted)
+	scoped := haltTwoGroups(t, r)
 	op := r.fleet("op", "", time.Minute, scoped)
 	group := func(g string) *string { return &g }
 
