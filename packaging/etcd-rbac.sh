@@ -214,6 +214,7 @@ node_perms() {
 	echo "readwrite key ${ns}index/down/$n"
 	echo "readwrite key ${ns}rules/$n"
 	echo "readwrite key ${ns}index/rules-changed"
+	echo "readwrite key ${ns}index/counts"
 	echo "readwrite key ${ns}rebooting/$n"
 	echo "readwrite key ${ns}requests/$n"
 	echo "readwrite key ${ns}queue/$n"

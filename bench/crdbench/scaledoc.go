@@ -98,12 +98,14 @@ func scalingDoc(run scaleRun) string {
 		"with state `blocked`; no pre-lock check runs, so nothing more is read.\n"+
 		"- **Blocked before the lock** (the health script fails, an alert gate or a built-in policy says no): the "+
 		"pre-lock checks need the cluster's size and its healthy nodes (CLUSTER_SIZE, the policies). The daemon reads "+
-		"them at most once per interval with its publication, `publish --read-summary` (lib/slot Summary): count-only "+
-		"ranges of the records and of the index, the slot keys (at most the nodes down), and single keys per slot and "+
-		"per fallback node, in two transactions whose size does not grow with the fleet. It never reads the records "+
-		"before the lock. Flat in requests and bytes, not quite in etcd's CPU: etcd answers a count-only range by "+
-		"walking the keys of its in-memory index that the range covers, so each summary costs etcd CPU in proportion "+
-		"to the records (measured below). (A record published by a version without the index makes the reader fall back to the whole "+
+		"them at most once per interval with its publication, `publish --read-summary` (lib/slot Summary): the "+
+		"fleet's two counts from `<ns>index/counts`, the slot keys (at most the nodes down), the down keys, and single keys "+
+		"per slot and per fallback node, in transactions whose size does not grow with the fleet. It never reads the "+
+		"records before the lock. The counts are the one part whose cost grows with the fleet (etcd answers a count-only "+
+		"range by walking the keys of its in-memory index that the range covers): the first node that finds the key "+
+		"missing counts the records and the index and shares the two numbers there, on a lease of one interval, so the "+
+		"fleet counts about once an interval, not once per node (docs/cluster-protocol.md, \"The shared counts\"). "+
+		"(A record published by a version without the index makes the reader fall back to the whole "+
 		"view until that node is upgraded.)\n"+
 		"- **Waiting in line**: one lock entry on a lock-session lease (lock_ttl_sec %d s, kept alive every %d s), "+
 		"watches on its max_holders nearest predecessors only (not on the line), re-checked every %.0f s without an "+
@@ -190,12 +192,12 @@ func scalingDoc(run scaleRun) string {
 			last.nodes, bandwidth(last.sentPerSecond()))
 	}
 
-	w.WriteString("\netcd's CPU per node is where the summary's count-only ranges show: requests and bytes stay flat, but " +
-		"etcd counts a range by walking its in-memory index over the range, so a summary costs etcd CPU in proportion to " +
-		"the records. With every node of a large fleet blocked before the lock (or in post-reboot) and reading the " +
-		"summary every interval, etcd's CPU therefore grows with the square of the fleet; compare the blocked and " +
-		"idle rows. Ways to flatten it, not done here: read the summary less often while the node stays blocked (the " +
-		"admission under the lock counts afresh anyway), or keep the counts in etcd instead of counting.\n")
+	w.WriteString("\netcd's CPU per node in the blocked and post-reboot phases is where the summary's counts would show: " +
+		"etcd counts a range by walking its in-memory index over the range, so a summary that counted every time " +
+		"would cost etcd CPU in proportion to the records, and with every node of a large fleet reading one every " +
+		"interval etcd's CPU would grow with the square of the fleet. The counts are shared in one key for an " +
+		"interval (`<ns>index/counts`): the fleet counts about once an interval, and a summary's cost is the idle " +
+		"publication's plus a few single keys; compare the blocked and idle rows.\n")
 	admissionSection(&w, run)
 
 	if len(run.tls) > 0 {
@@ -374,8 +376,9 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 		"What still grows with the fleet:\n\n" +
 		"- **etcd's CPU for the count-only ranges**: etcd counts a range by walking its in-memory index, so the " +
 		"time of a Count grows slowly with the records while its bytes do not (the median above): one range of " +
-		"the fleet's size, two with a policy. A count kept in a key cannot replace them: a record leaves the fleet " +
-		"when its lease expires, and an expiry updates no other key.\n" +
+		"the fleet's size, two with a policy. A count kept in a key cannot replace them here: a record leaves the fleet " +
+		"when its lease expires, and an expiry updates no other key; the shared counts that the checks before the " +
+		"lock use (`<ns>index/counts`) may be an interval old, which a decision to reboot must not be.\n" +
 		"- **The first admission after the fleet's rules keys changed** reads every rules key once (the last two " +
 		"columns) and keeps their distinct rule sets (run_dir/rules-cache.json; in memory for the FleetLock " +
 		"server). The keys change when a configuration does or a node joins or leaves for good, not when nodes " +

@@ -127,7 +127,11 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	res.Halted = haltOf(slot.ParseHalts(resp.Responses[4:6]), s.cfg.Group)
 	if a.ReadSummary {
 		sctx, cancel := context.WithTimeout(ctx, 2*s.rpc)
-		sum, full, err := slot.Summary(sctx, s.client, s.ns, s.cfg.NodeName, s.cfg.ClusterPolicies.FallbackNodes, s.w.now())
+		// The fleet's counts are shared for an interval (slot.CountsKey):
+		// this summary is for the checks before the lock and after the
+		// reboot, and the admission counts again under the lock.
+		share := time.Duration(s.cfg.HealthPublishIntervalSec) * time.Second
+		sum, full, err := slot.Summary(sctx, s.client, s.ns, s.cfg.NodeName, s.cfg.ClusterPolicies.FallbackNodes, s.w.now(), share)
 		cancel()
 		if err != nil {
 			return s.etcdErr(ctx, "reading the cluster's summary under "+s.ns, err)

@@ -48,6 +48,28 @@ func IndexOps(ns, node, state string, lease clientv3.LeaseID) []clientv3.Op {
 	return append(ops, clientv3.OpDelete(DownDir(ns)+node))
 }
 
+// CountsKey holds the fleet's two counts that a summary needs, the records'
+// and the members' (fleetCounts), shared by every node for a while: on a
+// lease of the writer's health_publish_interval_sec, written by the first
+// node whose summary finds it missing. The counts are the only part of a
+// summary whose cost grows with the fleet (etcd walks its index over each
+// counted range); with them shared, the fleet counts about once an interval
+// instead of once per node and interval (docs/scaling.md).
+//
+// Only the checks before the lock and after the reboot read them
+// (publish --read-summary): a node that passes them still queues, and its
+// admission under the lock counts afresh in its own Count (Fleet.count), so
+// counts one interval old can delay a reboot or let a node queue in vain,
+// never admit one.
+func CountsKey(ns string) string { return IndexDir(ns) + "counts" }
+
+// fleetCounts is CountsKey's value: the counts at one revision.
+type fleetCounts struct {
+	Records  int64 `json:"records"`
+	Members  int64 `json:"members"`
+	Revision int64 `json:"revision"`
+}
+
 // Summary reads what the built-in policies and the health script's
 // CLUSTER_SIZE need (policy.Summary) for self with these fallback nodes, in
 // reads whose size does not grow with the fleet: the slots' names, then at
@@ -55,14 +77,34 @@ func IndexOps(ns, node, state string, lease clientv3.LeaseID) []clientv3.Op {
 // key per slot and per fallback node (summaryOps). full is true when some
 // records are not indexed (an older version publishes them): then the
 // records themselves were read, as before the index.
-func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks []string, now time.Time) (s policy.Summary, full bool, err error) {
+//
+// share, when not 0, takes the two counts from CountsKey while it lives,
+// and writes them there on a lease of share when it counted them (unless
+// some records are not indexed: then every reader reads them in full, as
+// before). 0 counts every time and shares nothing.
+func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks []string, now time.Time, share time.Duration) (s policy.Summary, full bool, err error) {
 	keysOnly := clientv3.WithKeysOnly()
-	resp, err := c.Get(ctx, Dir(ns), clientv3.WithPrefix(), keysOnly)
+	first, err := c.Txn(ctx).Then(clientv3.OpGet(Dir(ns), clientv3.WithPrefix(), keysOnly), clientv3.OpGet(CountsKey(ns))).Commit()
 	if err != nil {
 		return s, false, err
 	}
-	names := slotNamesOf(ns, resp.Kvs)
-	ops := append(summaryOps(ns, self, fallbacks, names, 0, true), clientv3.OpGet(Dir(ns), clientv3.WithPrefix(), keysOnly))
+	names := slotNamesOf(ns, first.Responses[0].GetResponseRange().Kvs)
+	var shared *fleetCounts
+	var sharedRev int64 // CountsKey's modification revision, 0 when missing
+	if kvs := first.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		sharedRev = kvs[0].ModRevision
+		var fc fleetCounts
+		if share > 0 && json.Unmarshal(kvs[0].Value, &fc) == nil && fc.Records >= 0 && fc.Members >= fc.Records {
+			shared = &fc
+		}
+	}
+	read := func(rev int64) []clientv3.Op {
+		if shared != nil {
+			return localOps(ns, self, fallbacks, names, rev, true)
+		}
+		return summaryOps(ns, self, fallbacks, names, rev, true)
+	}
+	ops := append(read(0), clientv3.OpGet(Dir(ns), clientv3.WithPrefix(), keysOnly))
 	tresp, err := c.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return s, false, err
@@ -72,21 +114,48 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 		// A slot was taken (or freed) in between: its reads again, at
 		// the summary's revision.
 		names = found
-		if tresp, err = c.Txn(ctx).Then(summaryOps(ns, self, fallbacks, names, rev, true)...).Commit(); err != nil {
+		if tresp, err = c.Txn(ctx).Then(read(rev)...).Commit(); err != nil {
 			return s, false, err
 		}
 		sums = tresp.Responses
+	}
+	if shared != nil {
+		return summaryOf(sums, shared.Records, shared.Revision, ns, self, fallbacks, names, now), false, nil
 	}
 	s, indexed := parseSummary(sums, ns, self, fallbacks, names, now, true)
 	if !indexed {
 		return summaryOfView(ctx, c, ns, self, fallbacks, now, rev)
 	}
+	if share > 0 {
+		records, members := sums[0].GetResponseRange().Count, sums[len(sums)-1].GetResponseRange().Count
+		shareCounts(ctx, c, ns, fleetCounts{Records: records, Members: members, Revision: rev}, sharedRev, share)
+	}
 	return s, false, nil
+}
+
+// shareCounts writes fc to CountsKey on a new lease of ttl, unless another
+// node wrote it since it was read (at modification revision seen, 0 when
+// missing). It is a cache: a failure leaves the next reader to count.
+func shareCounts(ctx context.Context, c *clientv3.Client, ns string, fc fleetCounts, seen int64, ttl time.Duration) {
+	secs := int64((ttl + time.Second - 1) / time.Second)
+	lease, err := c.Grant(ctx, secs)
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(fc)
+	key := CountsKey(ns)
+	resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", seen)).
+		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease.ID))).Commit()
+	if err != nil || !resp.Succeeded {
+		// Another node shared its counts first (or the write failed): the
+		// lease carries nothing.
+		_, _ = c.Revoke(ctx, lease.ID)
+	}
 }
 
 // summaryOps are the reads of a Summary for self with these fallback
 // nodes, given the nodes that hold slots (read before): the records'
-// count, the down keys, single keys and, when checked, the members' count
+// count, the local reads (localOps) and, when checked, the members' count
 // (a second count-only range of the fleet's size), for one transaction
 // with other reads (the admission's count). parseSummary turns their
 // responses into the Summary. rev, when not 0, reads them at that
@@ -98,16 +167,29 @@ func Summary(ctx context.Context, c *clientv3.Client, ns, self string, fallbacks
 // CLUSTER_SIZE) leaves it out.
 func summaryOps(ns, self string, fallbacks, slots []string, rev int64, checked bool) []clientv3.Op {
 	countOnly, at := clientv3.WithCountOnly(), clientv3.WithRev(rev)
-	ops := []clientv3.Op{
-		clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly, at),
-		clientv3.OpGet(DownDir(ns), clientv3.WithPrefix(), clientv3.WithKeysOnly(), at),
-		clientv3.OpGet(RecordKey(ns, self), countOnly, at),
-	}
-	for _, n := range append(slices.Clip(fallbacks), slots...) {
-		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), countOnly, at))
-	}
+	ops := append([]clientv3.Op{clientv3.OpGet(RecordsDir(ns), clientv3.WithPrefix(), countOnly, at)}, localOps(ns, self, fallbacks, slots, rev, false)...)
 	if checked {
 		ops = append(ops, clientv3.OpGet(MemberDir(ns), clientv3.WithPrefix(), countOnly, at))
+	}
+	return ops
+}
+
+// localOps are the summary's reads that do not grow with the fleet: the
+// down keys, then self's record, each fallback node's and each slot
+// holder's, in that order (summaryOf): single keys, count-only, or keys
+// only when the records were counted earlier (shared counts) and their
+// create revisions tell whether the count includes them.
+func localOps(ns, self string, fallbacks, slots []string, rev int64, keys bool) []clientv3.Op {
+	one, at := clientv3.WithCountOnly(), clientv3.WithRev(rev)
+	if keys {
+		one = clientv3.WithKeysOnly()
+	}
+	ops := []clientv3.Op{
+		clientv3.OpGet(DownDir(ns), clientv3.WithPrefix(), clientv3.WithKeysOnly(), at),
+		clientv3.OpGet(RecordKey(ns, self), one, at),
+	}
+	for _, n := range append(slices.Clip(fallbacks), slots...) {
+		ops = append(ops, clientv3.OpGet(RecordKey(ns, n), one, at))
 	}
 	return ops
 }
@@ -119,10 +201,31 @@ func summaryOps(ns, self string, fallbacks, slots []string, rev int64, checked b
 // healthy counts may count an unindexed record that is down as healthy,
 // and nothing may decide on them.
 func parseSummary(resps []*etcdserverpb.ResponseOp, ns, self string, fallbacks, slots []string, now time.Time, checked bool) (s policy.Summary, indexed bool) {
-	count := func(i int) int64 { return resps[i].GetResponseRange().Count }
-	records := count(0)
+	records := resps[0].GetResponseRange().Count
+	local := resps[1 : 3+len(fallbacks)+len(slots)]
+	s = summaryOf(local, records, 0, ns, self, fallbacks, slots, now)
+	if !checked {
+		return s, true
+	}
+	return s, resps[3+len(fallbacks)+len(slots)].GetResponseRange().Count >= records
+}
+
+// summaryOf is the Summary of localOps' responses with this number of
+// records, counted at revision countedAt (0: at the responses' own, as
+// summaryOps reads them).
+func summaryOf(local []*etcdserverpb.ResponseOp, records, countedAt int64, ns, self string, fallbacks, slots []string, now time.Time) policy.Summary {
+	exists := func(i int) bool { return local[i].GetResponseRange().Count > 0 }
+	// counted: the record is one of the records counted. A record
+	// created after shared counts were taken is not.
+	counted := func(i int) bool {
+		if !exists(i) || countedAt == 0 {
+			return exists(i)
+		}
+		kvs := local[i].GetResponseRange().Kvs
+		return len(kvs) > 0 && kvs[0].CreateRevision <= countedAt
+	}
 	down := map[string]bool{}
-	for _, kv := range resps[1].GetResponseRange().Kvs {
+	for _, kv := range local[0].GetResponseRange().Kvs {
 		down[strings.TrimPrefix(string(kv.Key), DownDir(ns))] = true
 	}
 	slotted := map[string]bool{}
@@ -132,36 +235,34 @@ func parseSummary(resps []*etcdserverpb.ResponseOp, ns, self string, fallbacks, 
 	// up: a record that is not down. A down key outlives its record only
 	// when the record was deleted by hand: one healthy node fewer, the
 	// safe side.
-	up := func(i int, n string) bool { return count(i) > 0 && !down[n] }
-	s = policy.Summary{ClusterSize: int(records), HealthyOthers: int(records) - len(down), FallbackUp: []string{}, ReadAt: now.UTC()}
-	if count(2) == 0 {
+	up := func(i int, n string) bool { return exists(i) && !down[n] }
+	s := policy.Summary{ClusterSize: int(records), HealthyOthers: int(records) - len(down), FallbackUp: []string{}, ReadAt: now.UTC()}
+	if !counted(1) {
 		s.ClusterSize++ // self is a member whatever it published
-	}
-	if up(2, self) {
+	} else if !down[self] {
 		s.HealthyOthers--
 	}
 	for i, f := range fallbacks {
-		if f != self && up(3+i, f) && !slotted[f] {
+		if f != self && up(2+i, f) && !slotted[f] {
 			s.FallbackUp = append(s.FallbackUp, f)
 		}
 	}
-	per := 3 + len(fallbacks)
+	per := 2 + len(fallbacks)
 	for i, n := range slots {
 		if n == self {
 			continue
 		}
-		if count(per+i) == 0 {
+		if !counted(per + i) {
 			s.ClusterSize++ // a member by its slot alone
-		}
-		if up(per+i, n) {
+		} else if !down[n] {
 			s.HealthyOthers-- // up by its record, down by its slot
 		}
 	}
+	// Shared counts may be older than the down keys: never fewer healthy
+	// than none.
+	s.HealthyOthers = max(s.HealthyOthers, 0)
 	sort.Strings(s.FallbackUp)
-	if !checked {
-		return s, true
-	}
-	return s, count(per+len(slots)) >= records
+	return s
 }
 
 // summaryOfView reads the records and slots (at rev) and summarises them:

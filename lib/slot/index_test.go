@@ -61,7 +61,7 @@ func TestSummaryIsTheViews(t *testing.T) {
 		}
 		fallbacks = append(fallbacks, "gone") // a fallback node nothing knows
 		self := fmt.Sprintf("n%d", rnd.IntN(nodes+1))
-		got, full, err := Summary(ctx, r.c, r.ns, self, fallbacks, now)
+		got, full, err := Summary(ctx, r.c, r.ns, self, fallbacks, now, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestSummaryReadIsFlat(t *testing.T) {
 	read := func() int {
 		t.Helper()
 		kv.Reset()
-		if _, full, err := Summary(ctx, c, r.ns, "n0", []string{"n1", "n2"}, time.Now()); err != nil || full {
+		if _, full, err := Summary(ctx, c, r.ns, "n0", []string{"n1", "n2"}, time.Now(), 0); err != nil || full {
 			t.Fatalf("summary: full %v, %v", full, err)
 		}
 		return kv.Bytes()
@@ -112,5 +112,128 @@ func TestSummaryReadIsFlat(t *testing.T) {
 	publish(10, 1000)
 	if big := read(); big > small+16 {
 		t.Fatalf("the summary's answers grew from %d to %d bytes with 100 times the records", small, big)
+	}
+}
+
+// Summary with share takes the fleet's two counts from CountsKey while it
+// lives: the first reader counts and shares them on a lease of share; a
+// later reader counts nothing of the fleet's size, takes the down keys, its
+// own record and the slots' afresh, and adds what was created after the
+// counts (itself, a slot holder). Counts that say some records carry no
+// index, or that another node overwrote since they were read, are not
+// written; counts that are not consistent are counted again.
+func TestSummarySharesTheCounts(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	lease, err := r.c.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(n, state string, indexed bool) {
+		t.Helper()
+		b, _ := json.Marshal(policy.NodeRecord{Node: n, State: state, Lock: r.ns + "lock", V: policy.ProtocolVersion})
+		ops := []clientv3.Op{clientv3.OpPut(RecordKey(r.ns, n), string(b), clientv3.WithLease(lease.ID))}
+		if indexed {
+			ops = append(ops, IndexOps(r.ns, n, state, lease.ID)...)
+		}
+		if _, err := r.c.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	summary := func(self string, share time.Duration) policy.Summary {
+		t.Helper()
+		s, full, err := Summary(ctx, r.c, r.ns, self, []string{"n3"}, now, share)
+		if err != nil || full {
+			t.Fatalf("summary for %s: full %v, %v", self, full, err)
+		}
+		return s
+	}
+	shared := func() (fc fleetCounts, ttl int64) {
+		t.Helper()
+		resp, err := r.c.Get(ctx, CountsKey(r.ns))
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("counts key: %v, %v", resp, err)
+		}
+		if err := json.Unmarshal(resp.Kvs[0].Value, &fc); err != nil {
+			t.Fatal(err)
+		}
+		tl, err := r.c.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fc, tl.TTL
+	}
+	for i := range 5 {
+		publish(fmt.Sprintf("n%d", i), policy.StateIdle, true)
+	}
+	if s := summary("n0", time.Minute); s.ClusterSize != 5 || s.HealthyOthers != 4 {
+		t.Fatalf("first summary %+v: want 5 nodes, 4 healthy others", s)
+	}
+	if fc, ttl := shared(); fc.Records != 5 || fc.Members != 5 || ttl <= 0 || ttl > 60 {
+		t.Fatalf("shared counts %+v on a lease of %d s: want 5 records and members, at most 60 s", fc, ttl)
+	}
+
+	// Two nodes join, one goes down, two take slots: one counted (n2), one
+	// not (n5).
+	publish("n5", policy.StateIdle, true)
+	publish("n6", policy.StateIdle, true)
+	publish("n1", policy.StateRebooting, true)
+	r.put(Key(r.ns, "n2"), fmt.Sprintf(`{"node":"n2","lock":%q,"group":""}`, r.ns+"lock"), 0)
+	r.put(Key(r.ns, "n5"), fmt.Sprintf(`{"node":"n5","lock":%q,"group":""}`, r.ns+"lock"), 0)
+	// n0: the 5 counted (n1 down, n2 in its slot, n0 itself) and n5 by its
+	// slot; n6 is not seen yet.
+	if s := summary("n0", time.Minute); s.ClusterSize != 6 || s.HealthyOthers != 2 || !reflect.DeepEqual(s.FallbackUp, []string{"n3"}) {
+		t.Fatalf("shared summary for n0 %+v: want 6 nodes, 2 healthy others (n3, n4), fallback n3 up", s)
+	}
+	// n6 was created after the counts: it adds itself.
+	if s := summary("n6", time.Minute); s.ClusterSize != 7 || s.HealthyOthers != 3 {
+		t.Fatalf("shared summary for n6 %+v: want 7 nodes, 3 healthy others (n0, n3, n4)", s)
+	}
+	// Without share, and once the counts are gone, it counts afresh: the
+	// view's summary.
+	want, _, err := summaryOfView(ctx, r.c, r.ns, "n0", []string{"n3"}, now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := summary("n0", 0); !reflect.DeepEqual(s, want) {
+		t.Fatalf("summary without share %+v, the view's %+v", s, want)
+	}
+	if _, err := r.c.Delete(ctx, CountsKey(r.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if s := summary("n0", time.Minute); !reflect.DeepEqual(s, want) || want.ClusterSize != 7 {
+		t.Fatalf("summary after the counts expired %+v, the view's %+v (7 nodes)", s, want)
+	}
+	fc, _ := shared()
+	if fc.Records != 7 {
+		t.Fatalf("shared again %+v: want 7 records", fc)
+	}
+
+	// A node that counted while another shared first does not overwrite.
+	shareCounts(ctx, r.c, r.ns, fleetCounts{Records: 99, Members: 99, Revision: 1}, 0, time.Minute)
+	if again, _ := shared(); again != fc {
+		t.Fatalf("counts overwritten by a writer that read none: %+v, was %+v", again, fc)
+	}
+	// Counts that cannot be (fewer members than records) are counted again
+	// and replaced.
+	r.put(CountsKey(r.ns), `{"records":3,"members":1,"revision":1}`, 0)
+	if s := summary("n0", time.Minute); !reflect.DeepEqual(s, want) {
+		t.Fatalf("summary with inconsistent counts %+v, the view's %+v", s, want)
+	}
+	if fc, _ := shared(); fc.Records != 7 || fc.Members != 7 {
+		t.Fatalf("inconsistent counts not replaced: %+v", fc)
+	}
+	// A record without its index (an older version): read in full, and
+	// nothing shared.
+	if _, err := r.c.Delete(ctx, CountsKey(r.ns)); err != nil {
+		t.Fatal(err)
+	}
+	publish("old", policy.StateIdle, false)
+	if _, full, err := Summary(ctx, r.c, r.ns, "n0", nil, now, time.Minute); err != nil || !full {
+		t.Fatalf("summary with an unindexed record: full %v, %v: want read in full", full, err)
+	}
+	if r.exists(CountsKey(r.ns)) {
+		t.Fatal("counts shared while some records carry no index")
 	}
 }
