@@ -151,7 +151,13 @@ type operator struct {
 	// resumes end one group's halt (`resume --group`): the first halted
 	// one, else the drawn node's.
 	groupOf map[string]string
+	// haltedGroups: before a resume of one group, look at the fleet (up to
+	// haltLooks reads) until two groups are halted.
+	haltedGroups bool
 }
+
+// haltLooks bounds the operator's wait for two halted groups.
+const haltLooks = 150
 
 func (o *operator) run(ctx context.Context) {
 	ctx = o.a.Context(ctx)
@@ -168,9 +174,8 @@ func (o *operator) run(ctx context.Context) {
 			if g, ok := o.groupOf[node]; ok && x < 4 && o.fleet.Rules.FailureScope == config.ScopeGroup {
 				group = &g
 				// The operator resumes a group it sees halted, if any.
-				if resp, err := o.c.Get(ctx, slot.HaltsDir(o.env.ns), clientv3.WithPrefix()); err == nil && len(resp.Kvs) > 0 {
-					h := slot.ParseHalt(resp.Kvs[0].Key, resp.Kvs[0].Value)
-					group = &h.Group
+				if halts := o.halts(ctx); len(halts) > 0 {
+					group = &halts[0].Group
 				}
 			}
 			what, err = resumeRollout(ctx, o.fleet, group, "robustness: the operator looked")
@@ -190,6 +195,29 @@ func (o *operator) run(ctx context.Context) {
 		}
 		o.env.sched.trace.note(o.a, what)
 	}
+}
+
+// halts reads the halts; with haltedGroups it reads them again, up to
+// haltLooks times, until two groups are halted.
+func (o *operator) halts(ctx context.Context) []slot.Halt {
+	var halts []slot.Halt
+	for range haltLooks {
+		resp, err := o.c.Get(ctx, slot.HaltsDir(o.env.ns), clientv3.WithPrefix())
+		if err != nil {
+			return nil
+		}
+		halts = halts[:0]
+		groups := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			h := slot.ParseHalt(kv.Key, kv.Value)
+			halts = append(halts, h)
+			groups[h.Group] = true
+		}
+		if !o.haltedGroups || len(groups) >= 2 {
+			break
+		}
+	}
+	return halts
 }
 
 func joinOr(list []string, none string) string {

@@ -192,7 +192,7 @@ func (e *env) cast(endpoint string) ([]script, []*clientv3.Client, error) {
 		cfg := sc.config(e.ns, NodeSpec{Name: "operator"})
 		f := slot.FromConfig(c, cfg, "boot-operator", "m-operator", slot.ViaDaemon)
 		f.Now = sc.skew(NodeSpec{Skew: -7 * time.Minute})
-		o := &operator{env: e, a: a, c: c, rng: rand.New(rand.NewPCG(sc.Seed, 0x0b)), fleet: f, times: sc.OperatorActions, groupOf: map[string]string{}}
+		o := &operator{env: e, a: a, c: c, rng: rand.New(rand.NewPCG(sc.Seed, 0x0b)), fleet: f, times: sc.OperatorActions, groupOf: map[string]string{}, haltedGroups: sc.HaltedGroups}
 		for _, n := range sc.Nodes {
 			o.groupOf[n.Name] = n.Group
 		}

@@ -98,6 +98,10 @@ type Scenario struct {
 	// Rate is rollout.max_starts_per_hour (0: none); the start records'
 	// hour-long leases end only by FaultEndPacing.
 	Rate int
+	// HaltedGroups: both groups of a failure_scope group fleet are made to
+	// halt at once, and the operator's resumes of one group wait for it
+	// (drawHaltedGroups).
+	HaltedGroups bool
 	// Policy is the built-in cluster policies every node runs with (none
 	// when zero). With a policy every publishing node publishes an idle
 	// record before its first cycle, so that there are healthy nodes to
@@ -169,7 +173,31 @@ func Generate(seed uint64) Scenario {
 	sc.drawScope(seed)
 	sc.drawPacing(seed)
 	sc.drawPercent(seed)
+	sc.drawHaltedGroups(seed)
 	return sc
+}
+
+// drawHaltedGroups makes both groups of one in two failure_scope group
+// fleets halt at once, from a generator of its own (the rest of a seed's
+// scenario stays the same): in each group one node that reboots is lost
+// one reboot in two and reboots twice, and the operator acts, so that a
+// resume of one group (`resume --group`) meets the other group's failures,
+// which must keep counting (InvAckScope); the operator's resumes of one
+// group look at the fleet until two groups are halted (a bounded wait).
+func (sc *Scenario) drawHaltedGroups(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x4a17ed))
+	if sc.Scope != config.ScopeGroup || sc.MaxFailures == 0 || rng.IntN(2) != 0 {
+		return
+	}
+	lossy := map[string]bool{}
+	for i, n := range sc.Nodes {
+		if n.Kind == KindPlain || lossy[n.Group] || n.Machine != "m-"+n.Name {
+			continue
+		}
+		lossy[n.Group] = true
+		sc.Nodes[i].Loss, sc.Nodes[i].Reboots = 0.5, 2
+	}
+	sc.Operator, sc.HaltedGroups = true, true
 }
 
 // drawPercent makes max_holders a percentage in one scenario of four, and
@@ -277,6 +305,9 @@ func (sc Scenario) String() string {
 	}
 	if sc.Rate > 0 {
 		fmt.Fprintf(&b, ", max_starts_per_hour %d (starts end by a fault)", sc.Rate)
+	}
+	if sc.HaltedGroups {
+		b.WriteString(", both groups made to halt at once")
 	}
 	if p := sc.Policy; policy.Active(p) {
 		fmt.Fprintf(&b, ", min_healthy_absolute %d, min_healthy_fraction %.2f, fallback_nodes %v", p.MinHealthyAbsolute, p.MinHealthyFraction, p.FallbackNodes)
