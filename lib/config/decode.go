@@ -32,9 +32,13 @@ func decodeInto(cfg *Config, path string, data []byte) error {
 		return err
 	}
 	probs := checkTypes(path, doc)
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+	err = decodeStrict(cfg, data)
+	var crash decoderPanic
+	if errors.As(err, &crash) {
+		return exitcode.Errorf(exitcode.Config, "config %s: the YAML decoder cannot read this file: "+
+			"check its merge keys (<< must be followed by a mapping) and that no key is itself a mapping or a list", path)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		var ve *ValidationError
 		if !errors.As(decodeError(path, data, err), &ve) {
 			return decodeError(path, data, err)
@@ -62,6 +66,28 @@ func decodeInto(cfg *Config, path string, data []byte) error {
 	slices.SortStableFunc(probs, func(a, b Problem) int { return cmp.Compare(lineOf(a.Where), lineOf(b.Where)) })
 	cfg.problems = append(cfg.problems, probs...)
 	return exitcode.New(exitcode.Config, &ValidationError{Source: path, Problems: probs})
+}
+
+// decoderPanic is a panic of yaml.v3's decoder, as an error. yaml.v3
+// panics on some documents it parses, such as a merge key (<<) beside a key
+// that is itself a mapping ("metrics: {<<, {0}}", found by FuzzLoad): a
+// configuration file must never crash the tool that reads it, nor a daemon
+// reloading it on SIGHUP.
+type decoderPanic struct{ v any }
+
+func (p decoderPanic) Error() string { return fmt.Sprintf("yaml decoder panic: %v", p.v) }
+
+// decodeStrict decodes data into cfg with unknown fields refused, and
+// returns a panic of the decoder as a decoderPanic.
+func decodeStrict(cfg *Config, data []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = decoderPanic{r}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	return dec.Decode(cfg)
 }
 
 // lineOf is the line number of "file:line", 0 when there is none.
