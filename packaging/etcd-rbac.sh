@@ -5,7 +5,8 @@
 # Synopsis
 #   etcd-rbac.sh [--namespace NS] [--lock-key KEY] [--operator USER]
 #                [--fleetlock USER] [--user-prefix P] [--auth password|cert]
-#                [--secrets DIR] [--replace] [--print] NODE...
+#                [--secrets DIR] [--group GROUP]... [--replace] [--print]
+#                NODE...
 #
 # Description
 #   For every NODE it creates the role clusterrebootd-node-NODE and the user
@@ -32,6 +33,13 @@
 #   certificate's CN (etcd --client-cert-auth), so each node's certificate
 #   must carry CN=P NODE.
 #
+#   --group GROUP (repeatable) lets each NODE also write its key in GROUP's
+#   part of the index (<ns>index/group/GROUP/NODE): name every group these
+#   nodes are configured with, or may move to. The key of no group is always
+#   granted. A node whose role lacks its group's key still publishes, and
+#   logs a warning once an hour; admissions with a percentage budget then
+#   read every health record (docs/security.md).
+#
 #   An existing role or user is an error, unless --replace: then the role is
 #   deleted and created again with exactly the permissions below (its users
 #   lose it for the moment in between; a request a node makes then is refused
@@ -57,6 +65,7 @@ ns=/cluster/clusterrebootd/
 lock_key=
 operators=
 fleetlocks=
+groups=
 user_prefix=crd-node-
 auth=password
 secrets=./etcd-rbac-secrets
@@ -91,6 +100,7 @@ while [ $# -gt 0 ]; do
 	--user-prefix) need "$@"; user_prefix=$2; shift 2 ;;
 	--auth) need "$@"; auth=$2; shift 2 ;;
 	--secrets) need "$@"; secrets=$2; shift 2 ;;
+	--group) need "$@"; groups="$groups $2"; shift 2 ;;
 	--replace) replace=1; shift ;;
 	--print) print=1; shift ;;
 	-h | --help) usage ;;
@@ -136,6 +146,12 @@ valid_name() { # a node_name: 1 to 253 letters, digits, '.', '_', '-', starting 
 for node in "$@"; do
 	valid_name "$node" || { echo "etcd-rbac.sh: $node is not a node_name (letters, digits, '.', '_', '-', starting with a letter or digit)" >&2; exit 2; }
 	valid_name "$user_prefix$node" || { echo "etcd-rbac.sh: --user-prefix $user_prefix: use letters, digits, '.', '_', '-'" >&2; exit 2; }
+done
+for group in $groups; do # lib/config ValidGroup
+	case $group in
+	*[!A-Za-z0-9._-]*) echo "etcd-rbac.sh: --group $group: use letters, digits, '.', '_', '-' (at most 63)" >&2; exit 2 ;;
+	esac
+	[ ${#group} -le 63 ] || { echo "etcd-rbac.sh: --group $group: at most 63 characters" >&2; exit 2; }
 done
 for user in $operators $fleetlocks; do
 	valid_name "$user" || { echo "etcd-rbac.sh: user $user: use letters, digits, '.', '_', '-'" >&2; exit 2; }
@@ -212,6 +228,10 @@ node_perms() {
 	echo "readwrite key ${ns}nodes/$n"
 	echo "readwrite key ${ns}index/member/$n"
 	echo "readwrite key ${ns}index/down/$n"
+	echo "readwrite key ${ns}index/group//$n"
+	for g in $groups; do
+		echo "readwrite key ${ns}index/group/$g/$n"
+	done
 	echo "readwrite key ${ns}rules/$n"
 	echo "readwrite key ${ns}index/rules-changed"
 	echo "readwrite key ${ns}index/counts"

@@ -94,6 +94,18 @@ func violations() []violation {
 			e.putLease(t, "rebooting/busy", strings.Replace(other("busy", "g", 0), `"max_holders":1`, `"max_holders":2`, 1))
 			e.putLease(t, "lock/g/7000000000000001", `{"node":"plain","pid":1,"max_holders":2,"queued_at":"2026-01-01T00:00:00Z","v":2}`)
 		}, lift: liftKey("lock/g/7000000000000001")},
+		{rule: slot.RuleMaxHolders, how: "a percentage of the group", conf: "max_holders: \"50%\"\nfleetlock: {groups: {g: {max_holders: \"50%\"}}}\n", setup: func(t *testing.T, e *admissionEnv) {
+			// 50% of the group's 3 nodes (busy, idle, the candidate) is 1,
+			// and busy is down; of the fleet's 7 it would be 3. The records
+			// as publish writes them, with their index keys (the group's
+			// size is counted there: lib/slot Fleet.sizes).
+			for _, n := range []struct{ node, group string }{{"busy", "g"}, {"idle", "g"}, {"h1", "h"}, {"h2", "h"}, {"h3", "h"}, {"h4", "h"}} {
+				e.putLease(t, "nodes/"+n.node, fmt.Sprintf(`{"node":%q,"state":"idle","lock":"LOCK","group":%q,"boot_id":"boot-%s","v":1}`, n.node, n.group, n.node))
+				e.putLease(t, "index/member/"+n.node, "")
+				e.putLease(t, "index/group/"+n.group+"/"+n.node, "")
+			}
+			e.putLease(t, "rebooting/busy", strings.Replace(other("busy", "g", 0), `,"max_holders":1`, "", 1))
+		}, lift: liftKey("rebooting/busy")},
 		{rule: slot.RuleMaxTotal, conf: "max_holders_total: 1\n", setup: func(t *testing.T, e *admissionEnv) {
 			e.putLease(t, "rebooting/elsewhere", other("elsewhere", "h", 0))
 		}, lift: liftKey("rebooting/elsewhere")},

@@ -39,6 +39,9 @@ const (
 	// phaseHoldingPolicy is the admission of a node with a built-in
 	// policy (min_healthy_fraction): its summary's healthy counts.
 	phaseHoldingPolicy = "holding: the admission with a policy"
+	// phaseHoldingPercent is the admission of a node whose max_holders is
+	// a percentage: the scopes' sizes, counted in the index's group keys.
+	phaseHoldingPercent = "holding: the admission with a percentage"
 )
 
 // phaseResult is one phase of one simulated fleet, measured over one
@@ -407,6 +410,8 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 	fleet := slot.FromConfig(c, cfg, bootID, machineID, slot.ViaDaemon)
 	withPolicy := fleet
 	withPolicy.Policies = config.Policies{MinHealthyFraction: 0.5}
+	withPercent := fleet
+	withPercent.Rules.MaxHolders = config.Budget{Percent: 10}
 	admit := func(fleet slot.Fleet, runs int) (int, int, []float64, error) {
 		var lat []float64
 		failures := 0
@@ -435,7 +440,7 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 		phase string
 		fleet slot.Fleet
 		runs  int
-	}{{phaseFirstAdmission, fleet, 1}, {phaseHolding, fleet, runs}, {phaseHoldingPolicy, withPolicy, runs}} {
+	}{{phaseFirstAdmission, fleet, 1}, {phaseHolding, fleet, runs}, {phaseHoldingPolicy, withPolicy, runs}, {phaseHoldingPercent, withPercent, runs}} {
 		r, err := s.measure(m.phase, func() (int, int, []float64, error) { return admit(m.fleet, m.runs) })
 		r.perOp = true
 		if err != nil {
@@ -512,13 +517,14 @@ func rulesChanged(ns string) clientv3.Op { return clientv3.OpPut(slot.RulesChang
 func ptr[T any](v T) *T { return &v }
 
 // recordOps are what publish writes for rec (driver/cluster publish): the
-// health record and its index keys on lease, the rules key on rulesLease
+// health record and its index keys (its group key too, which publish
+// writes in a request of its own) on lease, the rules key on rulesLease
 // (rec.Rules must be set). The transaction that carries them also writes
 // slot.RulesChangedKey, once (rulesChanged).
 func recordOps(ns, group string, rec policy.NodeRecord, lease, rulesLease clientv3.LeaseID) []clientv3.Op {
 	val, _ := json.Marshal(rec)
 	ops := []clientv3.Op{clientv3.OpPut(slot.RecordKey(ns, rec.Node), string(val), clientv3.WithLease(lease))}
-	ops = append(ops, slot.IndexOps(ns, rec.Node, rec.State, lease)...)
+	ops = append(ops, append(slot.IndexOps(ns, rec.Node, rec.State, lease), slot.GroupOp(ns, group, rec.Node, lease))...)
 	return append(ops, clientv3.OpPut(slot.RulesKey(ns, rec.Node), slot.RulesValue(group, *rec.Rules), clientv3.WithLease(rulesLease)))
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/atomicfile"
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/detect"
+	"github.com/clusterrebootd/clusterrebootd/lib/etcd"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock/lockinfo"
@@ -60,8 +62,14 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	}
 	rec.NeedsRebootLease = s.needsLease(ctx, a.RequiredSince)
 	s.describeMachine(&rec)
-	if err := s.recordIsOurs(ctx, rec); err != nil {
+	prev, err := s.recordIsOurs(ctx, rec)
+	if err != nil {
 		return err
+	}
+	if prev != nil && prev.Group != s.cfg.Group {
+		if err := s.leaveGroup(ctx, prev.Group); err != nil {
+			return err
+		}
 	}
 	val, _ := json.Marshal(rec)
 	id, old, err := s.publishLease(ctx)
@@ -91,7 +99,9 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 			// next publication with the week's lease writes the key again.
 			rl = id
 		}
-		return append(slices.Clip(ops), slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl)...)
+		// Last, this node's group key: is it there, on this lease?
+		return append(append(slices.Clip(ops), slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl)...),
+			clientv3.OpGet(slot.GroupKey(s.ns, s.cfg.Group, s.cfg.NodeName), clientv3.WithKeysOnly()))
 	}
 	rl := s.rulesLease(ctx)
 	resp, err := s.client.Txn(rctx).Then(withRules(rl)...).Commit()
@@ -108,6 +118,7 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	if err != nil {
 		return s.etcdErr(ctx, "writing the health record "+s.nodeKey(), err)
 	}
+	s.keepGroupKey(ctx, id, resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs)
 	if old != 0 {
 		// The record moved to the new lease; the old one carries nothing now.
 		fctx, cancel := s.fresh()
@@ -181,29 +192,92 @@ func (s *session) describeMachine(rec *policy.NodeRecord) {
 // publishes in this namespace: two machines must not merge into one node,
 // and two fleets must not share a namespace. The record is left alone; the
 // error (exit 2) says what to change. A replaced machine's old record expires
-// within three publish intervals.
-func (s *session) recordIsOurs(ctx context.Context, mine policy.NodeRecord) error {
+// within three publish intervals. prev is the record it read (nil: none, or
+// unreadable), whose group this node's group key leaves when it changed.
+func (s *session) recordIsOurs(ctx context.Context, mine policy.NodeRecord) (prev *policy.NodeRecord, err error) {
 	rctx, cancel := s.rpcCtx(ctx)
 	resp, err := s.client.Get(rctx, s.nodeKey())
 	cancel()
 	if err != nil {
-		return s.etcdErr(ctx, "reading the health record "+s.nodeKey(), err)
+		return nil, s.etcdErr(ctx, "reading the health record "+s.nodeKey(), err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil
+		return nil, nil
 	}
 	var rec policy.NodeRecord
 	if json.Unmarshal(resp.Kvs[0].Value, &rec) != nil {
-		return nil // unreadable: ours to replace
+		return nil, nil // unreadable: ours to replace
 	}
 	if rec.Lock != "" && rec.Lock != mine.Lock {
-		return exitcode.Errorf(exitcode.Config, "cluster: the health record %s belongs to lock %s, this node's lock is %s: two fleets share etcd_namespace %s; give each lock its own etcd_namespace",
+		return nil, exitcode.Errorf(exitcode.Config, "cluster: the health record %s belongs to lock %s, this node's lock is %s: two fleets share etcd_namespace %s; give each lock its own etcd_namespace",
 			s.nodeKey(), rec.Lock, mine.Lock, s.ns)
 	}
 	if rec.MachineID != "" && mine.MachineID != "" && rec.MachineID != mine.MachineID {
-		return exitcode.Errorf(exitcode.Config, "cluster: node_name %q is used by another machine too (machine id %s, boot id %s publishes %s): give every machine a unique node_name; "+
+		return nil, exitcode.Errorf(exitcode.Config, "cluster: node_name %q is used by another machine too (machine id %s, boot id %s publishes %s): give every machine a unique node_name; "+
 			"if that machine was replaced, its record expires within %d s",
 			s.cfg.NodeName, rec.MachineID, orUnknown(rec.BootID), s.nodeKey(), 3*s.cfg.HealthPublishIntervalSec)
+	}
+	return &rec, nil
+}
+
+// groupKeyRefusedFile, in run_dir, says when etcd last refused this node's
+// group key (its modification time): the key is tried again an hour later,
+// not at every publication, and the warning logged as often.
+const groupKeyRefusedFile = "group-key-refused"
+
+// keepGroupKey writes this node's group key on lease, the record's, when
+// kvs (the key, read keys only with the record's write) says it is
+// missing or on another lease (lib/slot GroupOp): in a request of its own,
+// so that a role that may not write it still publishes its record. Then
+// the admissions with a percentage read every record, as before the group
+// keys, and this logs a warning once an hour; other failures are left to
+// the next publication.
+func (s *session) keepGroupKey(ctx context.Context, lease clientv3.LeaseID, kvs []*mvccpb.KeyValue) {
+	if len(kvs) > 0 && clientv3.LeaseID(kvs[0].Lease) == lease {
+		return
+	}
+	refused := filepath.Join(s.cfg.RunDir, groupKeyRefusedFile)
+	if st, err := os.Stat(refused); err == nil && time.Since(st.ModTime()) < time.Hour {
+		return
+	}
+	key := slot.GroupKey(s.ns, s.cfg.Group, s.cfg.NodeName)
+	rctx, cancel := s.rpcCtx(ctx)
+	_, err := s.client.Txn(rctx).Then(slot.GroupOp(s.ns, s.cfg.Group, s.cfg.NodeName, lease)).Commit()
+	cancel()
+	switch {
+	case err == nil:
+		_ = os.Remove(refused)
+	case etcd.Classify(err) == etcd.ClassPermission:
+		_ = os.WriteFile(refused, nil, 0o600)
+		s.log.Warn("etcd refused this node's group key: admissions with a percentage budget read every health record until its role may write it; "+
+			"run packaging/etcd-rbac.sh --replace (docs/security.md)", "event", "group_key_refused", "key", key)
+	default:
+		s.log.Debug("the group key was not written; the next publication tries again", "event", "group_key_failed", "key", key, "error", err.Error())
+	}
+}
+
+// leaveGroup deletes this node's key in group, the group its record named
+// before this publication: first, so that no admission counts the node in
+// the group it left (lib/slot GroupOp). A key there that etcd will not let
+// it delete stops the publication: counted there, it would make that
+// group's percentages larger than they are.
+func (s *session) leaveGroup(ctx context.Context, group string) error {
+	key := slot.GroupKey(s.ns, group, s.cfg.NodeName)
+	rctx, cancel := s.rpcCtx(ctx)
+	defer cancel()
+	resp, err := s.client.Get(rctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return s.etcdErr(ctx, "reading "+key, err)
+	}
+	if resp.Count == 0 {
+		return nil
+	}
+	if _, err := s.client.Delete(rctx, key); err != nil {
+		if etcd.Classify(err) == etcd.ClassPermission {
+			return exitcode.Errorf(exitcode.EtcdUnavailable, "cluster: this node moved from group %q to %q, and etcd refused to delete its key %s in the group it left: "+
+				"let its role write that key (packaging/etcd-rbac.sh --group) or delete the key with the operator's user", group, s.cfg.Group, key)
+		}
+		return s.etcdErr(ctx, "deleting "+key, err)
 	}
 	return nil
 }

@@ -24,6 +24,9 @@ type rig struct {
 	t  *testing.T
 	c  *clientv3.Client
 	ns string
+	// unindexed publishes records without their index keys, as 0.1.0
+	// does (the index's group keys: lib/slot Fleet.sizes).
+	unindexed bool
 }
 
 func newRig(t *testing.T) *rig {
@@ -103,6 +106,11 @@ func (r *rig) record(f Fleet, state string, required bool, mut ...func(*policy.N
 	}
 	b, _ := json.Marshal(rec)
 	r.put(RecordKey(r.ns, f.Node), string(b), 0)
+	if !r.unindexed {
+		if _, err := r.c.Txn(context.Background()).Then(append(IndexOps(r.ns, f.Node, state, 0), GroupOp(r.ns, f.Group, f.Node, 0))...).Commit(); err != nil {
+			r.t.Fatal(err)
+		}
+	}
 	// Its rules key, as publish writes it with the record.
 	g, err := r.c.Grant(context.Background(), 600)
 	if err != nil {

@@ -116,10 +116,15 @@ func (f Fleet) scopes(c Count) (group, fleet int) { return f.scopesOf(c, true) }
 // scopesOf counts the nodes known in f.Group and in the fleet; self says
 // whether this node is of f.Group.
 func (f Fleet) scopesOf(c Count, self bool) (group, fleet int) {
+	if !c.Records && c.Sizes != nil && self {
+		// A percentage is in effect, counted in the index (Fleet.sizes).
+		return c.Sizes.Group, c.Sizes.Fleet
+	}
 	if !c.Records {
-		// No percentage is in effect (Count reads every record when one
-		// is): the scopes resolve nothing; the fleet's size is the count
-		// of its records, 0 when it was not counted (summarized).
+		// No percentage is in effect (Count counts the scopes or reads
+		// every record when one is): the scopes resolve nothing; the
+		// fleet's size is the count of its records, 0 when it was not
+		// counted (summarized).
 		if c.RecordCount == 0 {
 			return 0, 0
 		}

@@ -136,6 +136,9 @@ func (f Fleet) Seats(ctx context.Context) (int, error) {
 	return f.Rules.MaxHolders.Of(nodes), nil
 }
 
+// Sizes are the node counts of a Count's scopes (Fleet.sizes).
+type Sizes struct{ Group, Fleet int }
+
 // Member is one machine counted against max_holders.
 type Member struct {
 	Node      string `json:"node"`
@@ -185,6 +188,11 @@ type Count struct {
 	// RecordCount is the number of health records (a count-only read; 0
 	// when the Count read no summary).
 	RecordCount int
+	// Sizes are the nodes of this node's group and of the fleet, counted
+	// in the index, that percentages resolve against when the records
+	// were not read (nil when no percentage is in effect, or with
+	// Records).
+	Sizes *Sizes
 	// RuleSets are the fleet's distinct rule sets, of its rules keys
 	// (RulesDir).
 	RuleSets []NodeRules

@@ -15,12 +15,14 @@ import (
 )
 
 // The index (docs/scaling.md): keys without values that a node's
-// publication writes beside its health record, on the record's lease and
-// in the record's transaction, so that what a decision needs of the fleet
-// can be counted instead of reading every record.
+// publication writes beside its health record, on the record's lease (the
+// first two in the record's transaction, the group key in a request of its
+// own: GroupOp), so that what a decision needs of the fleet can be counted
+// instead of reading every record.
 //
-//	<ns>index/member/<node>   the node publishes a record (always)
-//	<ns>index/down/<node>     ... and its state is rebooting
+//	<ns>index/member/<node>          the node publishes a record (always)
+//	<ns>index/down/<node>            ... and its state is rebooting
+//	<ns>index/group/<group>/<node>   ... and it is of group ("" for none)
 //
 // The healthy nodes are the records less the down keys and the slots: the
 // down keys are as few as the nodes in their reboots, so a summary walks
@@ -32,11 +34,21 @@ import (
 // IndexDir is <ns>index/.
 func IndexDir(ns string) string { return ns + "index/" }
 
-// MemberDir and DownDir are the index's two sets.
+// MemberDir holds a key per node that publishes a record.
 func MemberDir(ns string) string { return IndexDir(ns) + "member/" }
 
 // DownDir holds the nodes whose record says they are rebooting.
 func DownDir(ns string) string { return IndexDir(ns) + "down/" }
+
+// GroupsDir holds each node's group key (GroupDir); GroupDir(ns, group)
+// the keys of group's nodes, which a count-only range counts: a percentage
+// resolves against it without reading the records (Fleet.sizes). Group
+// names are letters, digits, '.', '_' and '-', so no group's directory
+// holds another's.
+func GroupsDir(ns string) string { return IndexDir(ns) + "group/" }
+
+// GroupDir holds the keys of group's nodes.
+func GroupDir(ns, group string) string { return GroupsDir(ns) + group + "/" }
 
 // IndexOps are the index's writes for node's record in state, on lease: to
 // go into the record's own transaction.
@@ -46,6 +58,22 @@ func IndexOps(ns, node, state string, lease clientv3.LeaseID) []clientv3.Op {
 		return append(ops, clientv3.OpPut(DownDir(ns)+node, "", clientv3.WithLease(lease)))
 	}
 	return append(ops, clientv3.OpDelete(DownDir(ns)+node))
+}
+
+// GroupKey is node's key in group's directory of the index.
+func GroupKey(ns, group, node string) string { return GroupDir(ns, group) + node }
+
+// GroupOp writes node's group key on lease, its record's. Publish writes it
+// after the record, in a request of its own, and only when it is missing
+// or on another lease (driver/cluster): a role that may not write it
+// (etcd-rbac.sh before the group keys) still publishes its record, and the
+// admissions with a percentage then read every record. A node that moves to
+// another group deletes its key in the group it left first: a key left
+// there would count the node in two groups (the reader then finds more
+// group keys than records and reads every record, Fleet.sizes) or, with
+// its new key refused, in the wrong one.
+func GroupOp(ns, group, node string, lease clientv3.LeaseID) clientv3.Op {
+	return clientv3.OpPut(GroupKey(ns, group, node), "", clientv3.WithLease(lease))
 }
 
 // CountsKey holds the fleet's two counts that a summary needs, the records'

@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
@@ -235,5 +236,73 @@ func TestSummarySharesTheCounts(t *testing.T) {
 	}
 	if r.exists(CountsKey(r.ns)) {
 		t.Fatal("counts shared while some records carry no index")
+	}
+}
+
+// The sizes a percentage resolves against, counted in the index, are those
+// of every record read, for any fleet: nodes of several groups, slots with
+// and without records (a node down past its record's lease), slots bound to
+// another group, self with or without its record (a pipeline publishes
+// none), and of another group than its record names. A fleet with a record
+// an older version wrote (no group key), or with a group key left behind by
+// a node that moved, is read in full, and gives the same answer.
+func TestSizesAreTheViews(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(3, 4))
+	groups := []string{"", "db", "web"}
+	pct := func(f *Fleet) { f.Rules.MaxHolders = config.Budget{Percent: 30} }
+	for round := range 60 {
+		if _, err := r.c.Delete(ctx, r.ns, clientv3.WithPrefix()); err != nil {
+			t.Fatal(err)
+		}
+		nodes := 1 + rnd.IntN(12)
+		legacy, moved := round%6 == 4, round%6 == 5
+		for i := range nodes {
+			n, g := fmt.Sprintf("n%d", i), groups[rnd.IntN(len(groups))]
+			if rnd.IntN(5) > 0 { // a record
+				b, _ := json.Marshal(policy.NodeRecord{Node: n, State: policy.StateIdle, Lock: r.ns + "lock", Group: g, V: policy.ProtocolVersion})
+				ops := []clientv3.Op{clientv3.OpPut(RecordKey(r.ns, n), string(b))}
+				switch {
+				case legacy && i == 0:
+				case moved && i == 0:
+					// It was of another group before, and the key there stayed.
+					ops = append(ops, append(IndexOps(r.ns, n, policy.StateIdle, 0), GroupOp(r.ns, g, n, 0), GroupOp(r.ns, g+"x", n, 0))...)
+				default:
+					ops = append(ops, append(IndexOps(r.ns, n, policy.StateIdle, 0), GroupOp(r.ns, g, n, 0))...)
+				}
+				if _, err := r.c.Txn(ctx).Then(ops...).Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rnd.IntN(4) == 0 { // a slot, bound to a group or not
+				sg := groups[rnd.IntN(len(groups))]
+				v := fmt.Sprintf(`{"node":%q,"lock":%q,"group":%q}`, n, r.ns+"lock", sg)
+				if rnd.IntN(4) == 0 {
+					v = fmt.Sprintf(`{"node":%q}`, n)
+				}
+				r.put(Key(r.ns, n), v, 0)
+			}
+		}
+		f := r.fleet(fmt.Sprintf("n%d", rnd.IntN(nodes+1)), groups[rnd.IntN(len(groups))], time.Minute, pct)
+		f.Sized = round%2 == 0 // the records' count from the summary's read
+		c, err := f.Count(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := f.CountAll(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotGroup, gotFleet := f.scopes(c)
+		wantGroup, wantFleet := f.scopes(all)
+		if gotGroup != wantGroup || gotFleet != wantFleet {
+			t.Fatalf("round %d (self %s of group %q): counted %d in the group and %d in the fleet, the records say %d and %d",
+				round, f.Node, f.Group, gotGroup, gotFleet, wantGroup, wantFleet)
+		}
+		stray := (legacy || moved) && r.exists(RecordKey(r.ns, "n0"))
+		if c.Records != stray || (c.Sizes == nil) != stray {
+			t.Errorf("round %d: records read %v, sizes %v, with a record not indexed by group %v", round, c.Records, c.Sizes, stray)
+		}
 	}
 }

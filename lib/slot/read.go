@@ -225,9 +225,22 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	if c.RuleSets, err = f.ruleSets(ctx, changed, rev); err != nil {
 		return Count{}, err
 	}
-	if !all && (f.Wave > 0 || f.percentages(c)) {
-		// Waves and percentages are rules over every node: their records
-		// (and, for waves, the operators' holds), at the count's revision.
+	if !all && f.Wave == 0 && f.percentages(c) {
+		// A percentage resolves against the nodes of this node's group
+		// and of the fleet: counted in the index when every record is
+		// indexed there, else (nil) read below.
+		records := int64(-1)
+		if summarize {
+			records = int64(c.RecordCount) // counted at rev already
+		}
+		if c.Sizes, err = f.sizes(ctx, c, rev, records); err != nil {
+			return Count{}, err
+		}
+	}
+	if !all && (f.Wave > 0 || (f.percentages(c) && c.Sizes == nil)) {
+		// Waves are a rule over every node: their records and the
+		// operators' holds, at the count's revision; so are percentages
+		// when some records are not indexed by group.
 		if err := f.readRecords(ctx, k, &c, rev); err != nil {
 			return Count{}, err
 		}
@@ -391,6 +404,72 @@ func (f Fleet) readRecords(ctx context.Context, k *counting, c *Count, rev int64
 	c.Records = true
 	c.View.Holds = ParseOverrides(HoldsDir(f.NS), holds)
 	return nil
+}
+
+// sizes counts, at rev, the nodes that c's percentages resolve against
+// (scopesOf): the records (unless records, when not -1, is their count at
+// rev already), and those of this node's group by their group keys
+// (GroupDir), with this node and the slot holders whose keys are
+// missing (a node down in its reboot for longer than its record's lease
+// still counts, as it does for the admission). A few count-only ranges and
+// two single keys per slot, not a read of every record. nil when the group
+// keys and the records differ in number: some records are not indexed by
+// group (a version before the group keys publishes them, or an operator
+// wrote one) or a key outlived its node's move to another group; then the
+// records must be read.
+func (f Fleet) sizes(ctx context.Context, c Count, rev, records int64) (*Sizes, error) {
+	at, countOnly, prefix := clientv3.WithRev(rev), clientv3.WithCountOnly(), clientv3.WithPrefix()
+	group := GroupDir(f.NS, f.Group)
+	ops := []clientv3.Op{
+		clientv3.OpGet(GroupsDir(f.NS), prefix, countOnly, at),
+		clientv3.OpGet(group, prefix, countOnly, at),
+	}
+	nodes := []string{f.Node}
+	inGroup := map[string]bool{f.Node: true}
+	for _, s := range c.Slots {
+		if !slices.Contains(nodes, s.Node) {
+			nodes = append(nodes, s.Node)
+		}
+		if s.Counts(f.Lock, f.Group) {
+			inGroup[s.Node] = true
+		}
+	}
+	for _, n := range nodes {
+		ops = append(ops, clientv3.OpGet(RecordKey(f.NS, n), countOnly, at), clientv3.OpGet(group+n, countOnly, at))
+	}
+	if records < 0 {
+		ops = append(ops, clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly, at))
+	}
+	var counts []int64
+	for len(ops) > 0 {
+		batch := ops[:min(len(ops), 100)] // below etcd's default --max-txn-ops, 128
+		ops = ops[len(batch):]
+		rctx, cancel := f.rpc(ctx)
+		resp, err := f.Client.Txn(rctx).Then(batch...).Commit()
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resp.Responses {
+			counts = append(counts, r.GetResponseRange().Count)
+		}
+	}
+	if records < 0 {
+		records = counts[len(counts)-1]
+	}
+	if counts[0] != records {
+		return nil, nil
+	}
+	sz := &Sizes{Fleet: int(records), Group: int(counts[1])}
+	for i, n := range nodes {
+		if counts[2+2*i] == 0 {
+			sz.Fleet++ // no record: a slot holder down past its lease, or this node
+		}
+		if inGroup[n] && counts[3+2*i] == 0 {
+			sz.Group++
+		}
+	}
+	return sz, nil
 }
 
 // percentages reports whether a budget in effect for this node is a

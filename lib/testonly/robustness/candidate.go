@@ -244,7 +244,7 @@ func (n *candidate) publish(ctx context.Context, state string, required bool) {
 	ns := n.cfg.Namespace()
 	ops := []clientv3.Op{clientv3.OpPut(slot.RecordKey(ns, n.spec.Name), string(val), clientv3.WithLease(g.ID))}
 	if !n.spec.Unindexed {
-		ops = append(ops, slot.IndexOps(ns, n.spec.Name, state, g.ID)...)
+		ops = append(ops, append(slot.IndexOps(ns, n.spec.Name, state, g.ID), slot.GroupOp(ns, n.spec.Group, n.spec.Name, g.ID))...)
 	}
 	_, _ = n.c.Txn(ctx).Then(ops...).Commit()
 }
