@@ -99,9 +99,10 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 			// next publication with the week's lease writes the key again.
 			rl = id
 		}
-		// Last, this node's group key: is it there, on this lease?
+		// Last, this node's group key: is it there, on this lease? With
+		// its value, which is empty: keys only, etcd leaves out the lease.
 		return append(append(slices.Clip(ops), slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl)...),
-			clientv3.OpGet(slot.GroupKey(s.ns, s.cfg.Group, s.cfg.NodeName), clientv3.WithKeysOnly()))
+			clientv3.OpGet(slot.GroupKey(s.ns, s.cfg.Group, s.cfg.NodeName)))
 	}
 	rl := s.rulesLease(ctx)
 	resp, err := s.client.Txn(rctx).Then(withRules(rl)...).Commit()
@@ -226,8 +227,8 @@ func (s *session) recordIsOurs(ctx context.Context, mine policy.NodeRecord) (pre
 const groupKeyRefusedFile = "group-key-refused"
 
 // keepGroupKey writes this node's group key on lease, the record's, when
-// kvs (the key, read keys only with the record's write) says it is
-// missing or on another lease (lib/slot GroupOp): in a request of its own,
+// kvs (the key, read with the record's write) says it is missing or on
+// another lease (lib/slot GroupOp): in a request of its own,
 // so that a role that may not write it still publishes its record. Then
 // the admissions with a percentage read every record, as before the group
 // keys, and this logs a warning once an hour; other failures are left to

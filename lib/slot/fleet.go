@@ -119,18 +119,13 @@ func (f Fleet) Seats(ctx context.Context) (int, error) {
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		recs = append(recs, clientv3.OpGet(RecordKey(f.NS, strings.TrimPrefix(string(kv.Key), Dir(f.NS))), clientv3.WithCountOnly()))
 	}
-	// In batches below etcd's default of 128 operations per transaction.
-	for len(recs) > 0 {
-		batch := recs[:min(len(recs), 100)]
-		recs = recs[len(batch):]
-		has, err := f.Client.Txn(rctx).Then(batch...).Commit()
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range has.Responses {
-			if r.GetResponseRange().Count == 0 {
-				nodes++ // a slot without its record
-			}
+	has, err := f.batches(ctx, recs)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range has {
+		if r.GetResponseRange().Count == 0 {
+			nodes++ // a slot without its record
 		}
 	}
 	return f.Rules.MaxHolders.Of(nodes), nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -338,32 +339,44 @@ func (f Fleet) values(ctx context.Context, rev int64, kvs []*mvccpb.KeyValue) ([
 	return out, nil
 }
 
-// valuesOf adds keys' key-values at rev to got, a hundred keys to a
-// transaction (etcd's --max-txn-ops is 128 by default).
+// valuesOf adds keys' key-values at rev to got (batches).
 func (f Fleet) valuesOf(ctx context.Context, rev int64, keys []string, got map[string]*mvccpb.KeyValue) (map[string]*mvccpb.KeyValue, error) {
 	if got == nil {
 		got = map[string]*mvccpb.KeyValue{}
 	}
-	for len(keys) > 0 {
-		n := min(len(keys), 100)
-		var ops []clientv3.Op
-		for _, k := range keys[:n] {
-			ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(rev)))
+	var ops []clientv3.Op
+	for _, k := range keys {
+		ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(rev)))
+	}
+	resps, err := f.batches(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range resps {
+		for _, kv := range r.GetResponseRange().Kvs {
+			got[string(kv.Key)] = kv
 		}
+	}
+	return got, nil
+}
+
+// batches runs reads in transactions of at most a hundred (etcd's
+// --max-txn-ops is 128 by default) and returns their responses in order.
+// Reads of many transactions agree only when each names its revision.
+func (f Fleet) batches(ctx context.Context, ops []clientv3.Op) ([]*etcdserverpb.ResponseOp, error) {
+	var out []*etcdserverpb.ResponseOp
+	for len(ops) > 0 {
+		batch := ops[:min(len(ops), 100)]
+		ops = ops[len(batch):]
 		rctx, cancel := f.rpc(ctx)
-		resp, err := f.Client.Txn(rctx).Then(ops...).Commit()
+		resp, err := f.Client.Txn(rctx).Then(batch...).Commit()
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range resp.Responses {
-			for _, kv := range r.GetResponseRange().Kvs {
-				got[string(kv.Key)] = kv
-			}
-		}
-		keys = keys[n:]
+		out = append(out, resp.Responses...)
 	}
-	return got, nil
+	return out, nil
 }
 
 // nested reports whether any of the entries under lock/ is a group's.
@@ -440,19 +453,13 @@ func (f Fleet) sizes(ctx context.Context, c Count, rev, records int64) (*Sizes, 
 	if records < 0 {
 		ops = append(ops, clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly, at))
 	}
-	var counts []int64
-	for len(ops) > 0 {
-		batch := ops[:min(len(ops), 100)] // below etcd's default --max-txn-ops, 128
-		ops = ops[len(batch):]
-		rctx, cancel := f.rpc(ctx)
-		resp, err := f.Client.Txn(rctx).Then(batch...).Commit()
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range resp.Responses {
-			counts = append(counts, r.GetResponseRange().Count)
-		}
+	resps, err := f.batches(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	counts := make([]int64, len(resps))
+	for i, r := range resps {
+		counts[i] = r.GetResponseRange().Count
 	}
 	if records < 0 {
 		records = counts[len(counts)-1]
