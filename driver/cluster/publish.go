@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -99,10 +98,11 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 			// next publication with the week's lease writes the key again.
 			rl = id
 		}
-		// Last, this node's group key: is it there, on this lease? With
-		// its value, which is empty: keys only, etcd leaves out the lease.
+		// Last, whether this node's group key is there on this lease: a
+		// compare alone answers in a few bytes (a read would return the
+		// key; keys only, etcd leaves out the lease too).
 		return append(append(slices.Clip(ops), slot.RulesOps(s.ns, s.cfg.NodeName, s.cfg.Group, *rec.Rules, rl)...),
-			clientv3.OpGet(slot.GroupKey(s.ns, s.cfg.Group, s.cfg.NodeName)))
+			clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(slot.GroupKey(s.ns, s.cfg.Group, s.cfg.NodeName)), "=", id)}, nil, nil))
 	}
 	rl := s.rulesLease(ctx)
 	resp, err := s.client.Txn(rctx).Then(withRules(rl)...).Commit()
@@ -119,7 +119,7 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	if err != nil {
 		return s.etcdErr(ctx, "writing the health record "+s.nodeKey(), err)
 	}
-	s.keepGroupKey(ctx, id, resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs)
+	s.keepGroupKey(ctx, id, resp.Responses[len(resp.Responses)-1].GetResponseTxn().GetSucceeded())
 	if old != 0 {
 		// The record moved to the new lease; the old one carries nothing now.
 		fctx, cancel := s.fresh()
@@ -226,15 +226,16 @@ func (s *session) recordIsOurs(ctx context.Context, mine policy.NodeRecord) (pre
 // not at every publication, and the warning logged as often.
 const groupKeyRefusedFile = "group-key-refused"
 
-// keepGroupKey writes this node's group key on lease, the record's, when
-// kvs (the key, read with the record's write) says it is missing or on
-// another lease (lib/slot GroupOp): in a request of its own,
+// keepGroupKey writes this node's group key on lease, the record's, unless
+// kept (the key is there on that lease: a compare in the record's write):
+// when it is missing or on another lease (lib/slot GroupOp), in a request
+// of its own,
 // so that a role that may not write it still publishes its record. Then
 // the admissions with a percentage read every record, as before the group
 // keys, and this logs a warning once an hour; other failures are left to
 // the next publication.
-func (s *session) keepGroupKey(ctx context.Context, lease clientv3.LeaseID, kvs []*mvccpb.KeyValue) {
-	if len(kvs) > 0 && clientv3.LeaseID(kvs[0].Lease) == lease {
+func (s *session) keepGroupKey(ctx context.Context, lease clientv3.LeaseID, kept bool) {
+	if kept {
 		return
 	}
 	refused := filepath.Join(s.cfg.RunDir, groupKeyRefusedFile)
