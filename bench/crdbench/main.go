@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -126,14 +125,9 @@ func cleanEnv() []string {
 	return env
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port for a server the benchmark starts, below the
+// kernel's ephemeral range (etcdtest.FreePort says why).
+func freePort() (int, error) { return etcdtest.FreePort() }
 
 // plan is the size of a run.
 type plan struct {

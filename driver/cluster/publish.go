@@ -227,13 +227,11 @@ func (s *session) recordIsOurs(ctx context.Context, mine policy.NodeRecord) (pre
 const groupKeyRefusedFile = "group-key-refused"
 
 // keepGroupKey writes this node's group key on lease, the record's, unless
-// kept (the key is there on that lease: a compare in the record's write):
-// when it is missing or on another lease (lib/slot GroupOp), in a request
-// of its own,
-// so that a role that may not write it still publishes its record. Then
-// the admissions with a percentage read every record, as before the group
-// keys, and this logs a warning once an hour; other failures are left to
-// the next publication.
+// kept (the key is there on that lease: a compare in the record's write),
+// in a request of its own (lib/slot GroupOp), so that a role that may not
+// write it still publishes its record. Then the admissions with a
+// percentage read every record, as before the group keys, and this logs a
+// warning once an hour; other failures are left to the next publication.
 func (s *session) keepGroupKey(ctx context.Context, lease clientv3.LeaseID, kept bool) {
 	if kept {
 		return

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -237,15 +239,70 @@ func (s *Server) Stop() {
 	}
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for
+// a server another process binds. It is drawn below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768-60999 by default): a port in
+// that range can be taken between this check and the server's bind by any
+// outgoing connection of any process, and in one clean-clone make test an
+// etcd member dialling its peers took the port chosen for the third member,
+// which then failed to start. A port below the range is taken only by a
+// listener that asks for it. No port is returned twice by one process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	low := ephemeralLow()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if low > 11000 {
+		for range 200 {
+			p := 10000 + rand.IntN(low-10000)
+			if handedOut[p] {
+				continue
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				continue // taken
+			}
+			_ = l.Close()
+			handedOut[p] = true
+			return p, nil
+		}
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return strconv.Atoi(port)
+	// No room below the range (or all taken): the kernel's choice.
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !handedOut[p] {
+			handedOut[p] = true
+			return p, nil
+		}
+	}
+	return 0, errors.New("etcdtest: no free port on 127.0.0.1")
+}
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < 1024 {
+		return 32768
+	}
+	return n
 }
 
 // Client opens a plain client (no auth) to the server, for test setup.
