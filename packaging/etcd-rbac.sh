@@ -5,7 +5,8 @@
 # Synopsis
 #   etcd-rbac.sh [--namespace NS] [--lock-key KEY] [--operator USER]
 #                [--fleetlock USER] [--user-prefix P] [--auth password|cert]
-#                [--secrets DIR] [--group GROUP]... [--replace] [--print]
+#                [--secrets DIR] [--group GROUP]... [--wave W]...
+#                [--replace] [--print]
 #                NODE...
 #
 # Description
@@ -40,6 +41,13 @@
 #   logs a warning once an hour; admissions with a percentage budget then
 #   read every health record (docs/security.md).
 #
+#   --wave W (repeatable, 0 to 99) lets each NODE also write its key in wave
+#   W's part of the index (<ns>index/busy/WW/NODE, written with the health
+#   record while the node needs or is in its reboot): name every wave these
+#   nodes are configured with, or may move to. Wave 0's is always granted. A
+#   node whose role lacks its wave's key cannot publish while it needs a
+#   reboot (exit 7, naming the key), so it is not rebooted.
+#
 #   An existing role or user is an error, unless --replace: then the role is
 #   deleted and created again with exactly the permissions below (its users
 #   lose it for the moment in between; a request a node makes then is refused
@@ -66,6 +74,7 @@ lock_key=
 operators=
 fleetlocks=
 groups=
+waves=
 user_prefix=crd-node-
 auth=password
 secrets=./etcd-rbac-secrets
@@ -101,6 +110,7 @@ while [ $# -gt 0 ]; do
 	--auth) need "$@"; auth=$2; shift 2 ;;
 	--secrets) need "$@"; secrets=$2; shift 2 ;;
 	--group) need "$@"; groups="$groups $2"; shift 2 ;;
+	--wave) need "$@"; waves="$waves $2"; shift 2 ;;
 	--replace) replace=1; shift ;;
 	--print) print=1; shift ;;
 	-h | --help) usage ;;
@@ -152,6 +162,12 @@ for group in $groups; do # lib/config ValidGroup
 	*[!A-Za-z0-9._-]*) echo "etcd-rbac.sh: --group $group: use letters, digits, '.', '_', '-' (at most 63)" >&2; exit 2 ;;
 	esac
 	[ ${#group} -le 63 ] || { echo "etcd-rbac.sh: --group $group: at most 63 characters" >&2; exit 2; }
+done
+for wave in $waves; do # lib/config: rollout.wave
+	case $wave in
+	[0-9] | [1-9][0-9]) ;;
+	*) echo "etcd-rbac.sh: --wave $wave: use a wave from 0 to 99" >&2; exit 2 ;;
+	esac
 done
 for user in $operators $fleetlocks; do
 	valid_name "$user" || { echo "etcd-rbac.sh: user $user: use letters, digits, '.', '_', '-'" >&2; exit 2; }
@@ -231,6 +247,13 @@ node_perms() {
 	echo "readwrite key ${ns}index/group//$n"
 	for g in $groups; do
 		echo "readwrite key ${ns}index/group/$g/$n"
+	done
+	echo "readwrite key ${ns}index/busy/00/$n"
+	seen=" 0 "
+	for w in $waves; do
+		case $seen in *" $w "*) continue ;; esac
+		seen="$seen$w "
+		printf 'readwrite key %sindex/busy/%02d/%s\n' "$ns" "$w" "$n"
 	done
 	echo "readwrite key ${ns}rules/$n"
 	echo "readwrite key ${ns}index/rules-changed"

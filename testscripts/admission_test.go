@@ -83,6 +83,19 @@ func violations() []violation {
 		{rule: slot.RuleWave, conf: "rollout: {wave: 1}\nfleetlock: {groups: {g: {wave: 1}}}\n", setup: func(t *testing.T, e *admissionEnv) {
 			e.putLease(t, "nodes/canary", `{"node":"canary","state":"needs_reboot","reboot_required":true,"lock":"LOCK","group":"g","boot_id":"boot-canary","wave":0,"v":1}`)
 		}},
+		{rule: slot.RuleWave, how: "in the busy index", conf: "rollout: {wave: 1}\nfleetlock: {groups: {g: {wave: 1}}}\n", setup: func(t *testing.T, e *admissionEnv) {
+			// The records as publish writes them, with their index keys:
+			// every record is indexed, so the lower waves' busy nodes are
+			// found by their busy keys (lib/slot Fleet.lowerWaves), not in
+			// every record. The canary needs its reboot; idle does not.
+			for _, n := range []struct{ node, state string }{{"canary", "needs_reboot"}, {"idle", "idle"}} {
+				e.putLease(t, "nodes/"+n.node, fmt.Sprintf(`{"node":%q,"state":%q,"reboot_required":%v,"lock":"LOCK","group":"g","boot_id":"boot-%s","wave":0,"v":1}`,
+					n.node, n.state, n.state != "idle", n.node))
+				e.putLease(t, "index/member/"+n.node, "")
+				e.putLease(t, "index/group/g/"+n.node, "")
+			}
+			e.putLease(t, "index/busy/00/canary", "")
+		}},
 		{rule: slot.RulePolicy, conf: "cluster_policies: {min_healthy_absolute: 5}\n"},
 		{rule: slot.RuleMaxHolders, setup: func(t *testing.T, e *admissionEnv) {
 			e.putLease(t, "rebooting/busy", other("busy", "g", 0))

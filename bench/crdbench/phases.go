@@ -42,6 +42,10 @@ const (
 	// phaseHoldingPercent is the admission of a node whose max_holders is
 	// a percentage: the scopes' sizes, counted in the index's group keys.
 	phaseHoldingPercent = "holding: the admission with a percentage"
+	// phaseHoldingWave is the admission of a node of wave 1 once wave 0
+	// is done: the lower waves' busy keys (none), and the counts that
+	// tell the index is whole.
+	phaseHoldingWave = "holding: the admission of a later wave"
 )
 
 // phaseResult is one phase of one simulated fleet, measured over one
@@ -412,6 +416,8 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 	withPolicy.Policies = config.Policies{MinHealthyFraction: 0.5}
 	withPercent := fleet
 	withPercent.Rules.MaxHolders = config.Budget{Percent: 10}
+	withWave := fleet
+	withWave.Wave = 1
 	admit := func(fleet slot.Fleet, runs int) (int, int, []float64, error) {
 		var lat []float64
 		failures := 0
@@ -440,7 +446,7 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 		phase string
 		fleet slot.Fleet
 		runs  int
-	}{{phaseFirstAdmission, fleet, 1}, {phaseHolding, fleet, runs}, {phaseHoldingPolicy, withPolicy, runs}, {phaseHoldingPercent, withPercent, runs}} {
+	}{{phaseFirstAdmission, fleet, 1}, {phaseHolding, fleet, runs}, {phaseHoldingPolicy, withPolicy, runs}, {phaseHoldingPercent, withPercent, runs}, {phaseHoldingWave, withWave, runs}} {
 		r, err := s.measure(m.phase, func() (int, int, []float64, error) { return admit(m.fleet, m.runs) })
 		r.perOp = true
 		if err != nil {
@@ -525,6 +531,7 @@ func recordOps(ns, group string, rec policy.NodeRecord, lease, rulesLease client
 	val, _ := json.Marshal(rec)
 	ops := []clientv3.Op{clientv3.OpPut(slot.RecordKey(ns, rec.Node), string(val), clientv3.WithLease(lease))}
 	ops = append(ops, append(slot.IndexOps(ns, rec.Node, rec.State, lease), slot.GroupOp(ns, group, rec.Node, lease))...)
+	ops = append(ops, slot.BusyOps(ns, rec, nil, lease)...)
 	return append(ops, clientv3.OpPut(slot.RulesKey(ns, rec.Node), slot.RulesValue(group, *rec.Rules), clientv3.WithLease(rulesLease)))
 }
 

@@ -52,7 +52,9 @@ func TestScalingDoc(t *testing.T) {
 	pol.perOp, pol.ops, pol.latencyMS = true, 5, []float64{6, 7, 8}
 	pct := mk(phaseHoldingPercent, 100, 11, 21000)
 	pct.perOp, pct.ops, pct.latencyMS = true, 5, []float64{9, 10, 11}
-	rs = append(rs, first, hold, big, pol, pct)
+	wave := mk(phaseHoldingWave, 100, 11, 21000)
+	wave.perOp, wave.ops, wave.latencyMS = true, 5, []float64{12, 13, 14}
+	rs = append(rs, first, hold, big, pol, pct, wave)
 	if rs[1].behind() || !(phaseResult{nodes: 100000, publishers: 10000, interval: time.Minute, took: time.Minute, ops: 5000}).behind() ||
 		(phaseResult{nodes: 100000, publishers: 5000, interval: time.Minute, took: time.Minute, ops: 5000}).behind() {
 		t.Error("behind()")
@@ -74,19 +76,19 @@ func TestScalingDoc(t *testing.T) {
 	}
 	for _, want := range []string{"Do not edit", "| idle | 10000 |", "| waiting in line (10000 against 100 nodes) | 1.00 | 1.00 |",
 		"## With TLS", "| idle | 10000 | yes |", "requests per admission", "Ratio of the medians", "- a warning", "auto-compaction",
-		"| 100 | 5 (0) | 2.00 | 4000 B | 4.00 | 5.00 | 1.00 | 39 KiB | 7.00 | 7.00 | 8.00 | 10.0 | 11.0 |",
-		"| 100000 | 5 (0) | 2.00 | 6000 B | 4.00 | 5.00 | 2.00 |  |  |  |  |  |  |",
-		"at 100, 1,000, 10,000 and 100,000 nodes", "(p95) per admission at every size, with a policy and with a percentage too, flat from the smallest fleet to the largest: met"} {
+		"| 100 | 5 (0) | 2.00 | 4000 B | 4.00 | 5.00 | 1.00 | 39 KiB | 7.00 | 7.00 | 8.00 | 10.0 | 11.0 | 13.0 | 14.0 |",
+		"| 100000 | 5 (0) | 2.00 | 6000 B | 4.00 | 5.00 | 2.00 |  |  |  |  |  |  |  |  |",
+		"at 100, 1,000, 10,000 and 100,000 nodes", "(p95) per admission at every size, with a policy, a percentage and a wave too, flat from the smallest fleet to the largest: met"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/scaling.md lacks %q", want)
 		}
 	}
-	// An admission with a policy or a percentage over its target fails
-	// the target too.
-	for i, what := range []string{"a policy", "a percentage"} {
-		k := len(run.phases) - 2 + i
+	// An admission with a policy, a percentage or a wave over its target
+	// fails the target too.
+	for i, what := range []string{"a policy", "a percentage", "a wave"} {
+		k := len(run.phases) - 3 + i
 		run.phases[k].failures = 1
-		if !strings.Contains(scalingDoc(run), "with a percentage too, flat from the smallest fleet to the largest: **not met**") {
+		if !strings.Contains(scalingDoc(run), "a percentage and a wave too, flat from the smallest fleet to the largest: **not met**") {
 			t.Errorf("a failed admission with %s met the target", what)
 		}
 		run.phases[k].failures = 0

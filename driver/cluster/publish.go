@@ -91,6 +91,8 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 	// this node's rules key, written only when its rules changed
 	// (lib/slot/rules.go).
 	ops = append(ops, slot.IndexOps(s.ns, s.cfg.NodeName, a.State, id)...)
+	busy := slot.BusyOps(s.ns, rec, prev, id)
+	ops = append(ops, busy...)
 	withRules := func(rl clientv3.LeaseID) []clientv3.Op {
 		if rl == 0 {
 			// No week-long lease this time: the record's own, so that
@@ -115,6 +117,12 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 		rctx, cancel = s.rpcCtx(ctx)
 		resp, err = s.client.Txn(rctx).Then(withRules(s.rulesLease(ctx))...).Commit()
 		cancel()
+	}
+	if err != nil && len(busy) > 0 && etcd.Classify(err) == etcd.ClassPermission {
+		// Only the busy keys differ from an idle publication's grants.
+		return exitcode.Errorf(exitcode.EtcdUnavailable, "cluster: etcd refused the health record %s with its wave's key %s: "+
+			"let this node's role write its waves' busy keys (packaging/etcd-rbac.sh %s) or publish with the operator's user; nothing is rebooted until it can",
+			s.nodeKey(), slot.BusyKey(s.ns, s.cfg.Rollout.Wave, s.cfg.NodeName), waveFlags(prev, s.cfg.Rollout.Wave))
 	}
 	if err != nil {
 		return s.etcdErr(ctx, "writing the health record "+s.nodeKey(), err)
@@ -165,6 +173,15 @@ func (s *session) publish(ctx context.Context, a protocol.PublishArgs, res *prot
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// waveFlags are etcd-rbac.sh's flags that grant this node's busy keys: its
+// wave's, and the wave it left when prev was busy there.
+func waveFlags(prev *policy.NodeRecord, wave int) string {
+	if prev != nil && slot.Busy(*prev) && prev.Wave != wave {
+		return fmt.Sprintf("--wave %d --wave %d", prev.Wave, wave)
+	}
+	return fmt.Sprintf("--wave %d", wave)
+}
 
 // describeMachine adds what only this node knows, for the compliance
 // report: the running and the newest installed kernel and the boot time,

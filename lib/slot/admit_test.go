@@ -107,7 +107,7 @@ func (r *rig) record(f Fleet, state string, required bool, mut ...func(*policy.N
 	b, _ := json.Marshal(rec)
 	r.put(RecordKey(r.ns, f.Node), string(b), 0)
 	if !r.unindexed {
-		if _, err := r.c.Txn(context.Background()).Then(append(IndexOps(r.ns, f.Node, state, 0), GroupOp(r.ns, f.Group, f.Node, 0))...).Commit(); err != nil {
+		if _, err := r.c.Txn(context.Background()).Then(append(append(IndexOps(r.ns, f.Node, state, 0), GroupOp(r.ns, f.Group, f.Node, 0)), BusyOps(r.ns, rec, nil, 0)...)...).Commit(); err != nil {
 			r.t.Fatal(err)
 		}
 	}

@@ -362,12 +362,12 @@ func (f Fleet) waves(c Count, v slotinfo.Verdict) slotinfo.Verdict {
 		held[h.Node] = true
 	}
 	var pending, timedOut []string
-	for _, r := range c.View.Nodes {
-		if r.Wave >= f.Wave || r.Node == f.Node || held[r.Node] {
-			continue
-		}
-		busy := r.RebootRequired || r.State == policy.StateRebooting || r.State == policy.StatePostReboot
-		if !busy {
+	nodes := c.View.Nodes
+	if !c.Records {
+		nodes = c.Lower // the busy index's (Fleet.lowerWaves)
+	}
+	for _, r := range nodes {
+		if r.Wave >= f.Wave || r.Node == f.Node || held[r.Node] || !Busy(r) {
 			continue
 		}
 		// How long it has needed its reboot is etcd's measure (its

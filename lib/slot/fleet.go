@@ -183,6 +183,11 @@ type Count struct {
 	// RecordCount is the number of health records (a count-only read; 0
 	// when the Count read no summary).
 	RecordCount int
+	// Lower are the records of the lower waves' busy nodes that the busy
+	// index names (Fleet.lowerWaves; without Records, for a node of a
+	// later wave): at least one that still holds this node back, when
+	// any does; their holds are in View.Holds.
+	Lower []policy.NodeRecord
 	// Sizes are the nodes of this node's group and of the fleet, counted
 	// in the index, that percentages resolve against when the records
 	// were not read (nil when no percentage is in effect, or with

@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -23,6 +24,7 @@ import (
 //	<ns>index/member/<node>          the node publishes a record (always)
 //	<ns>index/down/<node>            ... and its state is rebooting
 //	<ns>index/group/<group>/<node>   ... and it is of group ("" for none)
+//	<ns>index/busy/<ww>/<node>       ... and it is busy (Busy) in wave ww
 //
 // The healthy nodes are the records less the down keys and the slots: the
 // down keys are as few as the nodes in their reboots, so a summary walks
@@ -58,6 +60,48 @@ func IndexOps(ns, node, state string, lease clientv3.LeaseID) []clientv3.Op {
 		return append(ops, clientv3.OpPut(DownDir(ns)+node, "", clientv3.WithLease(lease)))
 	}
 	return append(ops, clientv3.OpDelete(DownDir(ns)+node))
+}
+
+// BusyDir holds a key per node whose record is busy (Busy), by wave: a
+// node of a later wave finds the lower waves' busy nodes with a keys-only
+// range bounded by what they still have pending (Fleet.lowerWaves), not by
+// the fleet. The key is written in the record's own transaction (BusyOps),
+// so a busy record of this version never lacks it; a key can outlive its
+// busy state (a wave changed after an unreadable record), which costs the
+// reader one record's read: the reader decides on the record, never on the
+// key.
+func BusyDir(ns string) string { return IndexDir(ns) + "busy/" }
+
+// BusyWaveDir holds the busy keys of wave; the waves sort by number.
+func BusyWaveDir(ns string, wave int) string { return fmt.Sprintf("%s%02d/", BusyDir(ns), wave) }
+
+// BusyKey is node's busy key in wave.
+func BusyKey(ns string, wave int, node string) string { return BusyWaveDir(ns, wave) + node }
+
+// Busy reports whether rec holds the later waves back: it needs its
+// reboot, or is in it (rebooting, post_reboot). The waves rule's own test
+// (Fleet.waves).
+func Busy(rec policy.NodeRecord) bool {
+	return rec.RebootRequired || rec.State == policy.StateRebooting || rec.State == policy.StatePostReboot
+}
+
+// BusyOps are the busy index's writes for rec, published on lease over
+// prev (the record it replaces; nil: none, or unreadable): to go into the
+// record's own transaction. The key of rec's wave while it is busy; the
+// key of prev's wave deleted when prev was busy and rec is not, or is of
+// another wave. A role (etcd-rbac.sh --wave) may write only its waves'
+// keys: an idle record of an ungranted wave writes none, so only a busy one
+// is refused, and then its whole publication (exit 7) rather than a busy
+// record the index misses.
+func BusyOps(ns string, rec policy.NodeRecord, prev *policy.NodeRecord, lease clientv3.LeaseID) []clientv3.Op {
+	var ops []clientv3.Op
+	if prev != nil && Busy(*prev) && (!Busy(rec) || prev.Wave != rec.Wave) {
+		ops = append(ops, clientv3.OpDelete(BusyKey(ns, prev.Wave, rec.Node)))
+	}
+	if Busy(rec) {
+		ops = append(ops, clientv3.OpPut(BusyKey(ns, rec.Wave, rec.Node), "", clientv3.WithLease(lease)))
+	}
+	return ops
 }
 
 // GroupKey is node's key in group's directory of the index.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/testonly/testsupport"
 )
 
@@ -304,5 +305,112 @@ func TestSizesAreTheViews(t *testing.T) {
 		if c.Records != stray || (c.Sizes == nil) != stray {
 			t.Errorf("round %d: records read %v, sizes %v, with a record not indexed by group %v", round, c.Records, c.Sizes, stray)
 		}
+	}
+}
+
+// The waves rule decided on the busy index is the rule decided on every
+// record, for any fleet: nodes of several waves in every state, held ones,
+// ones past wave_timeout_sec (their needs lease ended), busy keys left in
+// another wave or by a record no longer busy, a record without a busy key
+// where the index is not whole (an older version's, or no group key), and
+// pages small enough that the one holding the candidate back comes after
+// held and timed-out ones.
+func TestLowerWavesAreTheViews(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(5, 6))
+	defer func(p int64) { lowerPage = p }(lowerPage)
+	lowerPage = 2
+	ended, err := r.c.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.c.Revoke(ctx, ended.ID); err != nil {
+		t.Fatal(err)
+	}
+	live, err := r.c.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := []string{policy.StateIdle, policy.StateNeedsReboot, policy.StateBlocked, policy.StateWaiting, policy.StateRebooting, policy.StatePostReboot}
+	var indexed, refused int
+	for round := range 80 {
+		if _, err := r.c.Delete(ctx, r.ns, clientv3.WithPrefix()); err != nil {
+			t.Fatal(err)
+		}
+		nodes := 1 + rnd.IntN(14)
+		legacy, stray := round%8 == 6, round%8 == 7
+		for i := range nodes {
+			n := fmt.Sprintf("n%d", i)
+			state := states[rnd.IntN(len(states))]
+			rec := policy.NodeRecord{Node: n, State: state, RebootRequired: state != policy.StateIdle && rnd.IntN(4) > 0, Lock: r.ns + "lock",
+				Wave: rnd.IntN(4), V: policy.ProtocolVersion}
+			if rec.RebootRequired {
+				switch rnd.IntN(3) {
+				case 0:
+					rec.NeedsRebootLease = fmt.Sprintf("%x", int64(ended.ID)) // needed for longer than any timeout
+				case 1:
+					rec.NeedsRebootLease = fmt.Sprintf("%x", int64(live.ID))
+				}
+			}
+			if (legacy || stray) && i == 0 {
+				// The one record the index would miss holds every later
+				// wave back.
+				rec.State, rec.RebootRequired, rec.Wave, rec.NeedsRebootLease = policy.StateNeedsReboot, true, 0, ""
+			}
+			b, _ := json.Marshal(rec)
+			ops := []clientv3.Op{clientv3.OpPut(RecordKey(r.ns, n), string(b))}
+			switch {
+			case legacy && i == 0:
+			case stray && i == 0:
+				// Indexed but for its group key: the index is not whole.
+				ops = append(ops, IndexOps(r.ns, n, state, 0)...)
+			default:
+				ops = append(ops, append(IndexOps(r.ns, n, state, 0), GroupOp(r.ns, "", n, 0))...)
+				ops = append(ops, BusyOps(r.ns, rec, nil, 0)...)
+				if rnd.IntN(6) == 0 { // a key left in another wave
+					ops = append(ops, clientv3.OpPut(BusyKey(r.ns, (rec.Wave+1+rnd.IntN(3))%4, n), ""))
+				}
+			}
+			if _, err := r.c.Txn(ctx).Then(ops...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if rnd.IntN(5) == 0 && (i > 0 || !(legacy || stray)) {
+				r.put(HoldKey(r.ns, n), `{"reason":"disk","by":"op"}`, 0)
+			}
+		}
+		wave := 1 + rnd.IntN(3)
+		f := r.fleet(fmt.Sprintf("n%d", rnd.IntN(nodes+1)), "", time.Minute, func(f *Fleet) {
+			f.Wave, f.Rules.MaxHolders, f.Rules.WaveTimeoutSec = wave, config.Count(50), 60*rnd.IntN(2)
+		})
+		f.Sized = round%2 == 0
+		c, err := f.Count(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := f.CountAll(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v slotinfo.Verdict
+		v.Rules.WaveTimeoutSec = f.Rules.WaveTimeoutSec
+		got, want := f.waves(c, v), f.waves(all, v)
+		if got.Rule != want.Rule {
+			t.Fatalf("round %d (%s of wave %d, timeout %d s): the index's verdict %q (%s), the records' %q (%s)",
+				round, f.Node, wave, f.Rules.WaveTimeoutSec, got.Rule, got.Reason, want.Rule, want.Reason)
+		}
+		if c.Records != (legacy || stray) {
+			t.Errorf("round %d: records read %v, the index whole %v", round, c.Records, !(legacy || stray))
+		}
+		if !c.Records {
+			indexed++
+			if got.Rule != "" {
+				refused++
+			}
+		}
+	}
+	t.Logf("indexed %d refused %d", indexed, refused)
+	if indexed < 40 || refused < 10 || refused > indexed-10 {
+		t.Errorf("%d rounds decided on the index, %d refused there: the rounds do not try both answers", indexed, refused)
 	}
 }

@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sort"
@@ -226,7 +227,7 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	if c.RuleSets, err = f.ruleSets(ctx, changed, rev); err != nil {
 		return Count{}, err
 	}
-	if !all && f.Wave == 0 && f.percentages(c) {
+	if !all && f.percentages(c) {
 		// A percentage resolves against the nodes of this node's group
 		// and of the fleet: counted in the index when every record is
 		// indexed there, else (nil) read below.
@@ -238,10 +239,22 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 			return Count{}, err
 		}
 	}
-	if !all && (f.Wave > 0 || (f.percentages(c) && c.Sizes == nil)) {
-		// Waves are a rule over every node: their records and the
-		// operators' holds, at the count's revision; so are percentages
-		// when some records are not indexed by group.
+	lower := false
+	if !all && f.Wave > 0 && (c.Sizes != nil || !f.percentages(c)) {
+		// Waves: the lower waves' busy nodes, found in the busy index
+		// when every record is indexed (with a percentage, sizes has
+		// found out already).
+		records := int64(-1)
+		if summarize {
+			records = int64(c.RecordCount)
+		}
+		if lower, err = f.lowerWaves(ctx, &c, rev, records, c.Sizes != nil); err != nil {
+			return Count{}, err
+		}
+	}
+	if !all && ((f.Wave > 0 && !lower) || (f.percentages(c) && c.Sizes == nil)) {
+		// Waves and percentages when some records are not indexed: every
+		// record and the operators' holds, at the count's revision.
 		if err := f.readRecords(ctx, k, &c, rev); err != nil {
 			return Count{}, err
 		}
@@ -479,6 +492,116 @@ func (f Fleet) sizes(ctx context.Context, c Count, rev, records int64) (*Sizes, 
 	return sz, nil
 }
 
+// lowerPage is how many busy keys lowerWaves reads at a time (a variable
+// for the tests).
+var lowerPage int64 = 16
+
+// lowerWaves finds, at rev, the lower waves' busy nodes in the busy index
+// (BusyDir: a keys-only range from wave 0 up to this node's wave) and reads
+// their records and holds into c.Lower and c.View.Holds, a page at a time,
+// until one still holds this node back (busy, not held, not past
+// wave_timeout_sec by etcd's clock) or none is left: the reads are bounded
+// by the lower waves' held and timed-out nodes, not by the fleet. The
+// index is trusted only when it is whole, as for sizes: as many group keys
+// as records (checked says sizes found that at rev already; records, when
+// not -1, is their count at rev). A group key is written by a version that
+// writes the busy key in its record's own transaction (BusyOps), so then
+// no busy record lacks its key. false: the records must be read.
+func (f Fleet) lowerWaves(ctx context.Context, c *Count, rev, records int64, checked bool) (bool, error) {
+	at, countOnly, prefix := clientv3.WithRev(rev), clientv3.WithCountOnly(), clientv3.WithPrefix()
+	var ops []clientv3.Op
+	if !checked {
+		ops = append(ops, clientv3.OpGet(GroupsDir(f.NS), prefix, countOnly, at))
+		if records < 0 {
+			ops = append(ops, clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly, at))
+		}
+	}
+	timeout := time.Duration(f.Rules.WaveTimeoutSec) * time.Second
+	held := map[string]bool{}
+	for _, h := range c.View.Holds {
+		held[h.Node] = true
+	}
+	listed := map[string]bool{}
+	from, end := BusyDir(f.NS), BusyWaveDir(f.NS, f.Wave)
+	for {
+		page := clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(lowerPage), at)
+		resps, err := f.batches(ctx, append(ops, page))
+		if err != nil {
+			return false, err
+		}
+		if !checked {
+			if records < 0 {
+				records = resps[1].GetResponseRange().Count
+			}
+			if resps[0].GetResponseRange().Count != records {
+				return false, nil
+			}
+			checked = true
+		}
+		ops = nil
+		got := resps[len(resps)-1].GetResponseRange()
+		var nodes []string
+		var reads []clientv3.Op
+		for _, kv := range got.Kvs {
+			node := strings.TrimPrefix(string(kv.Key), BusyDir(f.NS))
+			if i := strings.IndexByte(node, '/'); i >= 0 {
+				node = node[i+1:]
+			}
+			if node == f.Node || node == "" || listed[node] {
+				continue // a key left in another wave names it twice
+			}
+			listed[node] = true
+			nodes = append(nodes, node)
+			reads = append(reads, clientv3.OpGet(RecordKey(f.NS, node), at), clientv3.OpGet(HoldKey(f.NS, node), at))
+		}
+		rs, err := f.batches(ctx, reads)
+		if err != nil {
+			return false, err
+		}
+		found := false
+		for i, node := range nodes {
+			if h := ParseOverrides(HoldsDir(f.NS), rs[2*i+1].GetResponseRange().Kvs); len(h) > 0 {
+				c.View.Holds = append(c.View.Holds, h...)
+				held[node] = true
+			}
+			kvs := rs[2*i].GetResponseRange().Kvs
+			var rec policy.NodeRecord
+			if len(kvs) == 0 || json.Unmarshal(kvs[0].Value, &rec) != nil || (rec.Lock != "" && rec.Lock != f.Lock) {
+				continue // gone, unreadable or another lock's: not of these waves
+			}
+			rec.Node = node
+			if rec.Wave >= f.Wave || !Busy(rec) || held[node] {
+				continue
+			}
+			c.Lower = append(c.Lower, rec)
+			if found {
+				continue
+			}
+			if timeout <= 0 || rec.State == policy.StateRebooting || rec.State == policy.StatePostReboot || rec.NeedsRebootLease == "" {
+				found = true
+				continue
+			}
+			age, ok, err := f.needAge(ctx, rec)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				found = true
+				continue
+			}
+			if c.NeedAge == nil {
+				c.NeedAge = map[string]time.Duration{}
+			}
+			c.NeedAge[node] = age
+			found = age <= timeout
+		}
+		if found || !got.More || len(got.Kvs) == 0 {
+			return true, nil
+		}
+		from = string(got.Kvs[len(got.Kvs)-1].Key) + "\x00"
+	}
+}
+
 // percentages reports whether a budget in effect for this node is a
 // percentage: its own, or one its fleet's rule sets or slots carry.
 func (f Fleet) percentages(c Count) bool {
@@ -520,20 +643,12 @@ func (f Fleet) needAges(ctx context.Context, c *Count) error {
 			r.State == policy.StateRebooting || r.State == policy.StatePostReboot {
 			continue
 		}
-		id, err := lock.ParseLeaseID(r.NeedsRebootLease)
-		if err != nil {
-			continue
-		}
-		rctx, cancel := f.rpc(ctx)
-		ttl, err := f.Client.TimeToLive(rctx, id)
-		cancel()
+		age, ok, err := f.needAge(ctx, r)
 		if err != nil {
 			return err
 		}
-		age := time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second
-		if ttl.TTL < 0 {
-			// Ended: older than any timeout it was granted for.
-			age = time.Duration(max(ttl.GrantedTTL, int64(timeout/time.Second)+1)) * time.Second
+		if !ok {
+			continue
 		}
 		if c.NeedAge == nil {
 			c.NeedAge = map[string]time.Duration{}
@@ -544,4 +659,25 @@ func (f Fleet) needAges(ctx context.Context, c *Count) error {
 		}
 	}
 	return nil
+}
+
+// needAge is how long r has needed its reboot by etcd's clock: its needs
+// lease's granted TTL less its remaining one (false: r names no readable
+// lease).
+func (f Fleet) needAge(ctx context.Context, r policy.NodeRecord) (time.Duration, bool, error) {
+	id, err := lock.ParseLeaseID(r.NeedsRebootLease)
+	if err != nil {
+		return 0, false, nil
+	}
+	rctx, cancel := f.rpc(ctx)
+	ttl, err := f.Client.TimeToLive(rctx, id)
+	cancel()
+	if err != nil {
+		return 0, false, err
+	}
+	if ttl.TTL < 0 {
+		// Ended: older than any timeout it was granted for.
+		return time.Duration(max(ttl.GrantedTTL, int64(f.Rules.WaveTimeoutSec)+1)) * time.Second, true, nil
+	}
+	return time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second, true, nil
 }

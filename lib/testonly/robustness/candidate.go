@@ -244,7 +244,10 @@ func (n *candidate) publish(ctx context.Context, state string, required bool) {
 	ns := n.cfg.Namespace()
 	ops := []clientv3.Op{clientv3.OpPut(slot.RecordKey(ns, n.spec.Name), string(val), clientv3.WithLease(g.ID))}
 	if !n.spec.Unindexed {
+		// Each publication is on a lease of its own: a busy key left on
+		// the last one only costs a reader a record's read.
 		ops = append(ops, append(slot.IndexOps(ns, n.spec.Name, state, g.ID), slot.GroupOp(ns, n.spec.Group, n.spec.Name, g.ID))...)
+		ops = append(ops, slot.BusyOps(ns, rec, nil, g.ID)...)
 	}
 	_, _ = n.c.Txn(ctx).Then(ops...).Commit()
 }
