@@ -58,7 +58,7 @@ type scalePlan struct {
 
 func fullScalePlan() scalePlan {
 	return scalePlan{sizes: []int{100, 1000, 10000, 100000}, publishers: 10000, interval: time.Duration(config.Default().HealthPublishIntervalSec) * time.Second,
-		admissions: 5, tlsSize: 10000, small: 10, large: 1000, smallRuns: 20, largeRuns: 3}
+		admissions: 20, tlsSize: 10000, small: 10, large: 1000, smallRuns: 20, largeRuns: 3}
 }
 
 // quickScalePlan is the smoke run: 20 nodes publishing every 2 s in a

@@ -383,7 +383,9 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 		"What still grows with the fleet:\n\n" +
 		"- **etcd's CPU for the count-only ranges**: etcd counts a range by walking its in-memory index, so the " +
 		"time of a Count grows slowly with the records while its bytes do not (the median above): one range of " +
-		"the fleet's size, two with a policy. A count kept in a key cannot replace them here: a record leaves the fleet " +
+		"the fleet's size, two with a policy, three with a wave, four with a percentage, each in a request of its own, " +
+		"all sent at once at the count's revision (etcd walks the ranges of one transaction one after another, of " +
+		"separate requests on as many cores as it has). A count kept in a key cannot replace them here: a record leaves the fleet " +
 		"when its lease expires, and an expiry updates no other key; the shared counts that the checks before the " +
 		"lock use (`<ns>index/counts`) may be an interval old, which a decision to reboot must not be.\n" +
 		"- **The first admission after the fleet's rules keys changed** reads every rules key once (the last two " +

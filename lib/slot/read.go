@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -156,25 +157,27 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	// alone: the members' count (is every record indexed?) is left out.
 	sumAt, summarize, checked := len(ops), !all && f.summarized(), policy.Active(f.Policies)
 	if summarize {
-		ops = append(ops, summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, 0, checked)...)
+		// The summary's reads that do not grow with the fleet; its counts
+		// of the fleet's size are read below, with the others.
+		ops = append(ops, localOps(f.NS, f.Node, f.Policies.FallbackNodes, names, 0, false)...)
 	}
 	resp, err := f.Client.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
 		return Count{}, err
 	}
 	rev := resp.Header.Revision
-	sums := resp.Responses[sumAt:]
+	locals := resp.Responses[sumAt:]
 	if found := slotNamesOf(f.NS, resp.Responses[rSlots].GetResponseRange().Kvs); summarize && !slices.Equal(found, names) {
 		// A slot was taken (or freed) between the two reads: the summary's
 		// per-slot reads again, for the slots found, at the count's revision.
 		names = found
 		sctx, scancel := f.rpc(ctx)
-		sresp, err := f.Client.Txn(sctx).Then(summaryOps(f.NS, f.Node, f.Policies.FallbackNodes, names, rev, checked)...).Commit()
+		sresp, err := f.Client.Txn(sctx).Then(localOps(f.NS, f.Node, f.Policies.FallbackNodes, names, rev, false)...).Commit()
 		scancel()
 		if err != nil {
 			return Count{}, err
 		}
-		sums = sresp.Responses
+		locals = sresp.Responses
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
 	line := kvs(rLine)
@@ -197,10 +200,6 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	k.records(kvs(rRecords))
 	c := k.c
 	c.Records = all
-	if summarize {
-		// The summary's first read: the records' number (summaryOps).
-		c.RecordCount = int(sums[0].GetResponseRange().Count)
-	}
 	if p := kvs(rPause); len(p) > 0 {
 		c.View.Paused = ParsePause(p[0].Value)
 	}
@@ -227,32 +226,29 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	if c.RuleSets, err = f.ruleSets(ctx, changed, rev); err != nil {
 		return Count{}, err
 	}
-	if !all && f.percentages(c) {
+	pct, wave := !all && f.percentages(c), !all && f.Wave > 0
+	fc, err := f.fleetCounts(ctx, c, rev, summarize, checked, pct, wave)
+	if err != nil {
+		return Count{}, err
+	}
+	if summarize {
+		c.RecordCount = int(fc.records)
+	}
+	if pct {
 		// A percentage resolves against the nodes of this node's group
 		// and of the fleet: counted in the index when every record is
 		// indexed there, else (nil) read below.
-		records := int64(-1)
-		if summarize {
-			records = int64(c.RecordCount) // counted at rev already
-		}
-		if c.Sizes, err = f.sizes(ctx, c, rev, records); err != nil {
-			return Count{}, err
-		}
+		c.Sizes = fc.sizes
 	}
 	lower := false
-	if !all && f.Wave > 0 && (c.Sizes != nil || !f.percentages(c)) {
-		// Waves: the lower waves' busy nodes, found in the busy index
-		// when every record is indexed (with a percentage, sizes has
-		// found out already).
-		records := int64(-1)
-		if summarize {
-			records = int64(c.RecordCount)
-		}
-		if lower, err = f.lowerWaves(ctx, &c, rev, records, c.Sizes != nil); err != nil {
+	if wave && fc.indexed {
+		// Waves: the lower waves' busy nodes, found in the busy index.
+		if err := f.lowerWaves(ctx, &c, rev); err != nil {
 			return Count{}, err
 		}
+		lower = true
 	}
-	if !all && ((f.Wave > 0 && !lower) || (f.percentages(c) && c.Sizes == nil)) {
+	if (wave && !lower) || (pct && c.Sizes == nil) {
 		// Waves and percentages when some records are not indexed: every
 		// record and the operators' holds, at the count's revision.
 		if err := f.readRecords(ctx, k, &c, rev); err != nil {
@@ -260,6 +256,12 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 		}
 	}
 	if summarize && !c.Records {
+		// As summaryOps reads them: the records' count, the local reads,
+		// the members' count.
+		sums := append([]*etcdserverpb.ResponseOp{fc.recordsResp}, locals...)
+		if checked {
+			sums = append(sums, fc.membersResp)
+		}
 		s, indexed := parseSummary(sums, f.NS, f.Node, f.Policies.FallbackNodes, names, f.now(), checked)
 		if !indexed {
 			// Some records carry no index (an older version publishes
@@ -432,64 +434,128 @@ func (f Fleet) readRecords(ctx context.Context, k *counting, c *Count, rev int64
 	return nil
 }
 
-// sizes counts, at rev, the nodes that c's percentages resolve against
-// (scopesOf): the records (unless records, when not -1, is their count at
-// rev already), and those of this node's group by their group keys
-// (GroupDir), with this node and the slot holders whose keys are
-// missing (a node down in its reboot for longer than its record's lease
-// still counts, as it does for the admission). A few count-only ranges and
-// two single keys per slot, not a read of every record. nil when the group
-// keys and the records differ in number: some records are not indexed by
-// group (a version before the group keys publishes them, or an operator
-// wrote one) or a key outlived its node's move to another group; then the
-// records must be read.
-func (f Fleet) sizes(ctx context.Context, c Count, rev, records int64) (*Sizes, error) {
+// counts are the fleet's numbers a Count needs beyond its transaction
+// (fleetCounts), all at its revision.
+type counts struct {
+	// records is the health records' number; recordsResp and membersResp
+	// the summary's two counts as summaryOps reads them (membersResp nil
+	// without a policy).
+	records                  int64
+	recordsResp, membersResp *etcdserverpb.ResponseOp
+	// indexed says the group keys are as many as the records (read only
+	// with a percentage or a wave): every record was published by a
+	// version that writes its group and busy keys.
+	indexed bool
+	// sizes are a percentage's scopes counted in the index (nil: no
+	// percentage, or not indexed).
+	sizes *Sizes
+}
+
+// fleetCounts reads, at rev, the counts of the fleet's size that the
+// summary (summarize; the members' too when checked), the percentages (pct)
+// and the waves (wave) need: the records, the members, every group key and
+// this group's keys, each in a request of its own, all at once (etcd
+// counts a range by walking its index over it; walks in separate requests
+// run on as many cores as it has, in one transaction one after another),
+// and with a percentage this node's and each slot holder's record and group
+// key.
+func (f Fleet) fleetCounts(ctx context.Context, c Count, rev int64, summarize, checked, pct, wave bool) (counts, error) {
 	at, countOnly, prefix := clientv3.WithRev(rev), clientv3.WithCountOnly(), clientv3.WithPrefix()
-	group := GroupDir(f.NS, f.Group)
-	ops := []clientv3.Op{
-		clientv3.OpGet(GroupsDir(f.NS), prefix, countOnly, at),
-		clientv3.OpGet(group, prefix, countOnly, at),
+	var fc counts
+	if !summarize && !pct && !wave {
+		return fc, nil
 	}
-	nodes := []string{f.Node}
-	inGroup := map[string]bool{f.Node: true}
+	reads := [][]clientv3.Op{{clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly, at)}}
+	members, groups, group, nodes := -1, -1, -1, -1
+	if summarize && checked {
+		members = len(reads)
+		reads = append(reads, []clientv3.Op{clientv3.OpGet(MemberDir(f.NS), prefix, countOnly, at)})
+	}
+	if pct || wave {
+		groups = len(reads)
+		reads = append(reads, []clientv3.Op{clientv3.OpGet(GroupsDir(f.NS), prefix, countOnly, at)})
+	}
+	var sz sizesRead
+	if pct {
+		group = len(reads)
+		reads = append(reads, []clientv3.Op{clientv3.OpGet(GroupDir(f.NS, f.Group), prefix, countOnly, at)})
+		sz = f.sizesRead(c, rev)
+		nodes = len(reads)
+		reads = append(reads, sz.ops)
+	}
+	got := make([][]*etcdserverpb.ResponseOp, len(reads))
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, ops := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = f.batches(ctx, ops)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fc, err
+	}
+	fc.recordsResp, fc.records = got[0][0], got[0][0].GetResponseRange().Count
+	if members >= 0 {
+		fc.membersResp = got[members][0]
+	}
+	if groups >= 0 {
+		fc.indexed = got[groups][0].GetResponseRange().Count == fc.records
+	}
+	if pct && fc.indexed {
+		fc.sizes = sz.of(fc.records, got[group][0].GetResponseRange().Count, got[nodes])
+	}
+	return fc, nil
+}
+
+// sizesRead are the single keys a percentage's scopes need beyond the
+// counts: this node's and each slot holder's record and group key.
+type sizesRead struct {
+	ops     []clientv3.Op
+	nodes   []string
+	inGroup map[string]bool
+}
+
+// sizesRead: the scopes of c's percentages (scopesOf) are the records and
+// this group's keys, counted, with this node and the slot holders whose
+// record or key is missing (a node down in its reboot for longer than its
+// record's lease still counts, as it does for the admission). Trusted only
+// when the group keys are as many as the records (fleetCounts): otherwise
+// some records are not indexed by group (a version before the group keys
+// publishes them, or an operator wrote one) or a key outlived its node's
+// move to another group, and the records must be read.
+func (f Fleet) sizesRead(c Count, rev int64) sizesRead {
+	at, countOnly := clientv3.WithRev(rev), clientv3.WithCountOnly()
+	sz := sizesRead{nodes: []string{f.Node}, inGroup: map[string]bool{f.Node: true}}
 	for _, s := range c.Slots {
-		if !slices.Contains(nodes, s.Node) {
-			nodes = append(nodes, s.Node)
+		if !slices.Contains(sz.nodes, s.Node) {
+			sz.nodes = append(sz.nodes, s.Node)
 		}
 		if s.Counts(f.Lock, f.Group) {
-			inGroup[s.Node] = true
+			sz.inGroup[s.Node] = true
 		}
 	}
-	for _, n := range nodes {
-		ops = append(ops, clientv3.OpGet(RecordKey(f.NS, n), countOnly, at), clientv3.OpGet(group+n, countOnly, at))
+	for _, n := range sz.nodes {
+		sz.ops = append(sz.ops, clientv3.OpGet(RecordKey(f.NS, n), countOnly, at), clientv3.OpGet(GroupKey(f.NS, f.Group, n), countOnly, at))
 	}
-	if records < 0 {
-		ops = append(ops, clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly, at))
-	}
-	resps, err := f.batches(ctx, ops)
-	if err != nil {
-		return nil, err
-	}
-	counts := make([]int64, len(resps))
-	for i, r := range resps {
-		counts[i] = r.GetResponseRange().Count
-	}
-	if records < 0 {
-		records = counts[len(counts)-1]
-	}
-	if counts[0] != records {
-		return nil, nil
-	}
-	sz := &Sizes{Fleet: int(records), Group: int(counts[1])}
-	for i, n := range nodes {
-		if counts[2+2*i] == 0 {
-			sz.Fleet++ // no record: a slot holder down past its lease, or this node
+	return sz
+}
+
+// of are the sizes from the records' and the group's counts and the
+// responses to ops.
+func (sz sizesRead) of(records, group int64, resps []*etcdserverpb.ResponseOp) *Sizes {
+	out := &Sizes{Fleet: int(records), Group: int(group)}
+	for i, n := range sz.nodes {
+		if resps[2*i].GetResponseRange().Count == 0 {
+			out.Fleet++ // no record: a slot holder down past its lease, or this node
 		}
-		if inGroup[n] && counts[3+2*i] == 0 {
-			sz.Group++
+		if sz.inGroup[n] && resps[2*i+1].GetResponseRange().Count == 0 {
+			out.Group++
 		}
 	}
-	return sz, nil
+	return out
 }
 
 // lowerPage is how many busy keys lowerWaves reads at a time (a variable
@@ -501,21 +567,12 @@ var lowerPage int64 = 16
 // their records and holds into c.Lower and c.View.Holds, a page at a time,
 // until one still holds this node back (busy, not held, not past
 // wave_timeout_sec by etcd's clock) or none is left: the reads are bounded
-// by the lower waves' held and timed-out nodes, not by the fleet. The
-// index is trusted only when it is whole, as for sizes: as many group keys
-// as records (checked says sizes found that at rev already; records, when
-// not -1, is their count at rev). A group key is written by a version that
-// writes the busy key in its record's own transaction (BusyOps), so then
-// no busy record lacks its key. false: the records must be read.
-func (f Fleet) lowerWaves(ctx context.Context, c *Count, rev, records int64, checked bool) (bool, error) {
-	at, countOnly, prefix := clientv3.WithRev(rev), clientv3.WithCountOnly(), clientv3.WithPrefix()
-	var ops []clientv3.Op
-	if !checked {
-		ops = append(ops, clientv3.OpGet(GroupsDir(f.NS), prefix, countOnly, at))
-		if records < 0 {
-			ops = append(ops, clientv3.OpGet(RecordsDir(f.NS), prefix, countOnly, at))
-		}
-	}
+// by the lower waves' held and timed-out nodes, not by the fleet. Only for
+// an index that is whole (counts.indexed): a version that writes group keys
+// writes the busy key in its record's own transaction (BusyOps), so no busy
+// record lacks its key.
+func (f Fleet) lowerWaves(ctx context.Context, c *Count, rev int64) error {
+	at := clientv3.WithRev(rev)
 	timeout := time.Duration(f.Rules.WaveTimeoutSec) * time.Second
 	held := map[string]bool{}
 	for _, h := range c.View.Holds {
@@ -524,22 +581,11 @@ func (f Fleet) lowerWaves(ctx context.Context, c *Count, rev, records int64, che
 	listed := map[string]bool{}
 	from, end := BusyDir(f.NS), BusyWaveDir(f.NS, f.Wave)
 	for {
-		page := clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(lowerPage), at)
-		resps, err := f.batches(ctx, append(ops, page))
+		resps, err := f.batches(ctx, []clientv3.Op{clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(lowerPage), at)})
 		if err != nil {
-			return false, err
+			return err
 		}
-		if !checked {
-			if records < 0 {
-				records = resps[1].GetResponseRange().Count
-			}
-			if resps[0].GetResponseRange().Count != records {
-				return false, nil
-			}
-			checked = true
-		}
-		ops = nil
-		got := resps[len(resps)-1].GetResponseRange()
+		got := resps[0].GetResponseRange()
 		var nodes []string
 		var reads []clientv3.Op
 		for _, kv := range got.Kvs {
@@ -556,7 +602,7 @@ func (f Fleet) lowerWaves(ctx context.Context, c *Count, rev, records int64, che
 		}
 		rs, err := f.batches(ctx, reads)
 		if err != nil {
-			return false, err
+			return err
 		}
 		found := false
 		for i, node := range nodes {
@@ -583,7 +629,7 @@ func (f Fleet) lowerWaves(ctx context.Context, c *Count, rev, records int64, che
 			}
 			age, ok, err := f.needAge(ctx, rec)
 			if err != nil {
-				return false, err
+				return err
 			}
 			if !ok {
 				found = true
@@ -596,7 +642,7 @@ func (f Fleet) lowerWaves(ctx context.Context, c *Count, rev, records int64, che
 			found = age <= timeout
 		}
 		if found || !got.More || len(got.Kvs) == 0 {
-			return true, nil
+			return nil
 		}
 		from = string(got.Kvs[len(got.Kvs)-1].Key) + "\x00"
 	}

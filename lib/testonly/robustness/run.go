@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -229,6 +230,11 @@ func (s *Scheduler) intercept(ctx context.Context, method string, req, reply any
 	if a == nil || a.sched != s {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+	if atRevision(req) {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		s.waits(a, req, reply, err)
+		return err
+	}
 	r := request{method: method, req: req}
 	scheduled := s.park(a, r)
 	err := invoker(ctx, method, req, reply, cc, opts...)
@@ -236,6 +242,30 @@ func (s *Scheduler) intercept(ctx context.Context, method string, req, reply any
 		s.finished(a, r, reply, err)
 	}
 	return err
+}
+
+// atRevision reports whether req only reads at a fixed revision: it reads
+// what that revision holds whenever it runs (etcd is not compacted during a
+// run), so it commutes with every other request and is no point of the
+// schedule; a fault drawn after it acts as one drawn before the actor's
+// next request. lib/slot sends several at once (Fleet.fleetCounts), which
+// an actor's one turn at a time could not grant.
+func atRevision(req any) bool {
+	switch q := req.(type) {
+	case *pb.RangeRequest:
+		return q.Revision > 0
+	case *pb.TxnRequest:
+		if len(q.Compare) > 0 || len(q.Failure) > 0 || len(q.Success) == 0 {
+			return false
+		}
+		for _, op := range q.Success {
+			if r := op.GetRequestRange(); r == nil || r.Revision <= 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // ReadHistory reads every change under ns from revision from on, with the

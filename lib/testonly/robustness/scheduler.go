@@ -201,7 +201,14 @@ func (s *Scheduler) finished(a *Actor, r request, reply any, err error) {
 	if after != nil {
 		s.world.run(a, *after, s.trace)
 	}
-	if w := lockWait(r.req, reply, err); w != nil {
+	s.waits(a, r.req, reply, err)
+}
+
+// waits notes a wait in a lock's line that the answer to req begins (for
+// a request that was no point of the schedule too: lib/lock reads its
+// line's values at a revision).
+func (s *Scheduler) waits(a *Actor, req, reply any, err error) {
+	if w := lockWait(req, reply, err); w != nil {
 		s.mu.Lock()
 		if a.state == stateRunning {
 			a.state, a.line, a.waited = stateBlocked, w, true
