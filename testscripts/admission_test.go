@@ -111,7 +111,7 @@ func violations() []violation {
 			// 50% of the group's 3 nodes (busy, idle, the candidate) is 1,
 			// and busy is down; of the fleet's 7 it would be 3. The records
 			// as publish writes them, with their index keys (the group's
-			// size is counted there: lib/slot Fleet.sizes).
+			// size is counted there: lib/slot Fleet.fleetCounts).
 			for _, n := range []struct{ node, group string }{{"busy", "g"}, {"idle", "g"}, {"h1", "h"}, {"h2", "h"}, {"h3", "h"}, {"h4", "h"}} {
 				e.putLease(t, "nodes/"+n.node, fmt.Sprintf(`{"node":%q,"state":"idle","lock":"LOCK","group":%q,"boot_id":"boot-%s","v":1}`, n.node, n.group, n.node))
 				e.putLease(t, "index/member/"+n.node, "")

@@ -380,7 +380,9 @@ launch:
 // whole fleet's records in etcd: first one admission with an empty rules
 // cache (what a process meets after the fleet's rules keys changed), then
 // runs admissions one after another, each slot freed (its leases revoked)
-// before the next, then runs more by a node with a built-in policy.
+// before the next, then runs more by a node with a built-in policy, runs
+// with a percentage, and, once the publishing nodes (wave 0) have
+// completed, runs as a node of wave 1.
 func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, error) {
 	c, err := s.b.cluster.client()
 	if err != nil {
@@ -441,12 +443,25 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 		}
 		return runs, failures, lat, nil
 	}
+	// The publishing nodes come to the admission from the post-reboot
+	// phase: busy in wave 0 until they complete. A later wave is admitted
+	// once they have (an idle round, not measured: the publications are
+	// the idle phase's).
+	waveDone := func() {
+		if _, failures, _ := s.round(ctx, publication(phaseIdle, time.Now()), s.interval/3); failures > 0 {
+			s.b.warnf("holding, %d nodes: %d nodes failed to publish wave 0's completion, the first with: %s", s.fleet, failures, s.lastErr)
+		}
+	}
 	var out []phaseResult
 	for _, m := range []struct {
-		phase string
-		fleet slot.Fleet
-		runs  int
-	}{{phaseFirstAdmission, fleet, 1}, {phaseHolding, fleet, runs}, {phaseHoldingPolicy, withPolicy, runs}, {phaseHoldingPercent, withPercent, runs}, {phaseHoldingWave, withWave, runs}} {
+		phase  string
+		fleet  slot.Fleet
+		runs   int
+		before func()
+	}{{phaseFirstAdmission, fleet, 1, nil}, {phaseHolding, fleet, runs, nil}, {phaseHoldingPolicy, withPolicy, runs, nil}, {phaseHoldingPercent, withPercent, runs, nil}, {phaseHoldingWave, withWave, runs, waveDone}} {
+		if m.before != nil {
+			m.before()
+		}
 		r, err := s.measure(m.phase, func() (int, int, []float64, error) { return admit(m.fleet, m.runs) })
 		r.perOp = true
 		if err != nil {

@@ -161,21 +161,31 @@ func (b *bench) scale(ctx context.Context, doc string) error {
 		return err
 	}
 	run.warnings = b.warnings
-	if b.quick {
-		for _, r := range append(append([]phaseResult{}, run.phases...), run.tls...) {
-			if r.ops == 0 || len(r.latencyMS) == 0 || r.served.requests <= 0 || r.served.sentBytes <= 0 {
-				return fmt.Errorf("smoke: the fleet simulation of %d nodes (%s, tls %v) produced no numbers", r.nodes, r.phase, r.tls)
-			}
+	// A measurement without numbers is a broken benchmark, not a result:
+	// the full run still writes its document (the warnings say why), and
+	// fails.
+	var empty error
+	for _, r := range append(append([]phaseResult{}, run.phases...), run.tls...) {
+		if r.ops == 0 || len(r.latencyMS) == 0 || r.served.requests <= 0 || r.served.sentBytes <= 0 {
+			empty = fmt.Errorf("the fleet simulation of %d nodes (%s, tls %v) produced no numbers", r.nodes, r.phase, r.tls)
+			break
 		}
-		if len(run.handover.smallMS) == 0 || len(run.handover.largeMS) == 0 {
-			return fmt.Errorf("smoke: the handover comparison produced no numbers")
+	}
+	if empty == nil && (len(run.handover.smallMS) == 0 || len(run.handover.largeMS) == 0) {
+		empty = fmt.Errorf("the handover comparison produced no numbers")
+	}
+	if b.quick {
+		if empty != nil {
+			return fmt.Errorf("smoke: %w", empty)
 		}
 		fmt.Println("bench-smoke: the fleet simulation produced numbers")
 	}
-	if doc == "" {
-		return nil
+	if doc != "" {
+		if err := os.WriteFile(doc, []byte(scalingDoc(run)), 0o644); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(doc, []byte(scalingDoc(run)), 0o644)
+	return empty
 }
 
 // onCluster starts a 3-member etcd (with certs: client-certificate TLS),

@@ -93,6 +93,15 @@ func TestScalingDoc(t *testing.T) {
 		}
 		run.phases[k].failures = 0
 	}
+	// A variant that measured nothing (every admission refused, as the
+	// wave's once was when wave 0 had not completed) is no pass either.
+	last := &run.phases[len(run.phases)-1]
+	lat := last.latencyMS
+	last.latencyMS = nil
+	if !strings.Contains(scalingDoc(run), "a wave too, flat from the smallest fleet to the largest: **not met**") {
+		t.Error("a wave that measured nothing met the target")
+	}
+	last.latencyMS = lat
 	if strings.Contains(doc, "NaN") || strings.Contains(doc, "read-view") {
 		t.Error("NaN or --read-view in the document")
 	}

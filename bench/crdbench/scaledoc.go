@@ -344,11 +344,14 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 		for _, v := range [][]phaseResult{pol, pct, wave} {
 			p50v, p95v := "", ""
 			for _, p := range v {
-				if p.nodes == r.nodes && len(p.latencyMS) > 0 {
+				if p.nodes != r.nodes {
+					continue
+				}
+				if over(p) || len(p.latencyMS) == 0 {
+					met = false // a variant that failed or measured nothing is no pass
+				}
+				if len(p.latencyMS) > 0 {
 					p50v, p95v = num(median(p.latencyMS)), num(p95(p.latencyMS))
-					if over(p) {
-						met = false
-					}
 				}
 			}
 			variants = append(variants, p50v, p95v)

@@ -25,7 +25,7 @@ type rig struct {
 	c  *clientv3.Client
 	ns string
 	// unindexed publishes records without their index keys, as 0.1.0
-	// does (the index's group keys: lib/slot Fleet.sizes).
+	// does (the index's group keys: lib/slot Fleet.fleetCounts).
 	unindexed bool
 }
 

@@ -117,7 +117,7 @@ func (f Fleet) scopes(c Count) (group, fleet int) { return f.scopesOf(c, true) }
 // whether this node is of f.Group.
 func (f Fleet) scopesOf(c Count, self bool) (group, fleet int) {
 	if !c.Records && c.Sizes != nil && self {
-		// A percentage is in effect, counted in the index (Fleet.sizes).
+		// A percentage is in effect, counted in the index (Fleet.fleetCounts).
 		return c.Sizes.Group, c.Sizes.Fleet
 	}
 	if !c.Records {

@@ -131,7 +131,7 @@ func (f Fleet) Seats(ctx context.Context) (int, error) {
 	return f.Rules.MaxHolders.Of(nodes), nil
 }
 
-// Sizes are the node counts of a Count's scopes (Fleet.sizes).
+// Sizes are the node counts of a Count's scopes (Fleet.fleetCounts).
 type Sizes struct{ Group, Fleet int }
 
 // Member is one machine counted against max_holders.

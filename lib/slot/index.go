@@ -44,7 +44,7 @@ func DownDir(ns string) string { return IndexDir(ns) + "down/" }
 
 // GroupsDir holds each node's group key (GroupDir); GroupDir(ns, group)
 // the keys of group's nodes, which a count-only range counts: a percentage
-// resolves against it without reading the records (Fleet.sizes). Group
+// resolves against it without reading the records (Fleet.fleetCounts). Group
 // names are letters, digits, '.', '_' and '-', so no group's directory
 // holds another's.
 func GroupsDir(ns string) string { return IndexDir(ns) + "group/" }
@@ -114,7 +114,7 @@ func GroupKey(ns, group, node string) string { return GroupDir(ns, group) + node
 // admissions with a percentage then read every record. A node that moves to
 // another group deletes its key in the group it left first: a key left
 // there would count the node in two groups (the reader then finds more
-// group keys than records and reads every record, Fleet.sizes) or, with
+// group keys than records and reads every record, Fleet.fleetCounts) or, with
 // its new key refused, in the wrong one.
 func GroupOp(ns, group, node string, lease clientv3.LeaseID) clientv3.Op {
 	return clientv3.OpPut(GroupKey(ns, group, node), "", clientv3.WithLease(lease))

@@ -240,15 +240,13 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 		// indexed there, else (nil) read below.
 		c.Sizes = fc.sizes
 	}
-	lower := false
 	if wave && fc.indexed {
 		// Waves: the lower waves' busy nodes, found in the busy index.
 		if err := f.lowerWaves(ctx, &c, rev); err != nil {
 			return Count{}, err
 		}
-		lower = true
 	}
-	if (wave && !lower) || (pct && c.Sizes == nil) {
+	if (wave || pct) && !fc.indexed {
 		// Waves and percentages when some records are not indexed: every
 		// record and the operators' holds, at the count's revision.
 		if err := f.readRecords(ctx, k, &c, rev); err != nil {
