@@ -24,7 +24,7 @@ import (
 //	etcd-start [-tls] [-auth] [-binary]
 //	    starts a throwaway etcd on random loopback ports (the binary named by
 //	    CRD_TEST_ETCD, else an embedded server), writes $WORK/crd.yaml for it
-//	    and points CRD_CONFIG there; drop-ins go to $WORK/config.d/. Sets
+//	    (with run_dir $WORK/run) and points CRD_CONFIG there; drop-ins go to $WORK/config.d/. Sets
 //	    ETCD_ENDPOINT. -tls serves mutual TLS with certificates generated in
 //	    $WORK/certs; -auth enables etcd auth with a role granting only
 //	    /cluster/clusterrebootd/ to user crd (password file $WORK/etcd-password).
@@ -86,8 +86,16 @@ func CmdEtcdStart(ts *testscript.TestScript, neg bool, args []string) {
 	srv, err := etcdtest.Start(etcdtest.Options{Binary: bin, Dir: filepath.Join(work, ".etcd"), TLS: certs})
 	ts.Check(err)
 	ts.Defer(srv.Stop)
+	// run_dir in the script's work dir: the default (/run/clusterrebootd)
+	// is one for every script running at once, and the publish lease and
+	// rules cache one script remembers there are another etcd's to the
+	// next (a second publication that found its lease "expired" rewrote
+	// the group key crd-lock_publish_group_index checks).
+	run := filepath.Join(work, "run")
+	ts.Check(os.MkdirAll(run, 0o755))
 	cfg := []string{
 		"etcd_endpoints: [\"" + srv.Endpoint + "\"]",
+		"run_dir: " + run,
 		"etcd_dial_timeout_sec: 3",
 		"health_timeout_sec: 2",
 		"lock_ttl_sec: 5",
@@ -224,5 +232,6 @@ func TestCrdLockScripts(t *testing.T) {
 		t.Fatal(fmt.Sprint("no crd-lock scripts: ", err))
 	}
 	p.Dir, p.Files = "", files
+	hostDirsUntouched(t)
 	testscript.Run(t, p)
 }

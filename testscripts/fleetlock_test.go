@@ -38,6 +38,7 @@ func TestFleetLockScripts(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fleetlock scripts: %v", err)
 	}
+	hostDirsUntouched(t)
 	testscript.Run(t, p)
 }
 

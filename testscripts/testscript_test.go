@@ -23,6 +23,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdreboot"
 	"github.com/clusterrebootd/clusterrebootd/cmd/tool/crdwindow"
 	"github.com/clusterrebootd/clusterrebootd/lib/cli"
+	"github.com/clusterrebootd/clusterrebootd/lib/config"
 )
 
 // tools are registered as cmd/<tool>/main.go runs them: cli.Exec with the
@@ -51,7 +52,27 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
+	hostDirsUntouched(t)
 	testscript.Run(t, Params("."))
+}
+
+// hostDirsUntouched fails t when a script, run with a default run_dir or
+// state_dir, created the host's: those are one for every script running
+// at once (a publish lease or rules cache one script remembers there is
+// another etcd's to the next), and not a test's to write. A host where
+// they exist already (an installed daemon) is not checked.
+func hostDirsUntouched(t *testing.T) {
+	d := config.Default()
+	for _, dir := range []string{d.RunDir, d.StateDir} {
+		if _, err := os.Stat(dir); err == nil {
+			continue
+		}
+		t.Cleanup(func() { // after the parallel scripts
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("a script wrote %s, the default run_dir or state_dir: give its configuration one in $WORK (etcd-start's crd.yaml has run_dir $WORK/run)", dir)
+			}
+		})
+	}
 }
 
 // Params is the shared setup: the custom commands and environment.
