@@ -62,10 +62,10 @@ func (n *candidate) fleet() slot.Fleet {
 
 func (n *candidate) run(ctx context.Context) {
 	ctx = n.a.Context(ctx)
-	if n.spec.Publish && (policy.Active(n.cfg.ClusterPolicies) || n.env.sc.percent()) {
+	if n.spec.Publish && (policy.Active(n.cfg.ClusterPolicies) || n.env.sc.percent() || n.env.sc.Waves) {
 		// The daemon publishes before its first cycle: with a policy the
 		// healthy nodes are those that did, with a percentage the nodes
-		// known.
+		// known; a wave's node does not need its reboot yet.
 		n.publish(ctx, policy.StateIdle, false)
 	}
 	reboots := 0
@@ -74,6 +74,10 @@ func (n *candidate) run(ctx context.Context) {
 			return
 		}
 		n.a.Yield("starts a cycle")
+		if n.env.sc.Waves {
+			// It needs its reboot: a later wave waits for it from now.
+			n.publish(ctx, policy.StateWaiting, true)
+		}
 		held, err := n.seat(ctx)
 		if err != nil {
 			n.env.sched.trace.note(n.a, "no seat: "+err.Error())
@@ -149,7 +153,7 @@ func (n *candidate) admit(ctx context.Context, held *lock.Held) rebootSlot {
 
 // attempt records an admission for the checker.
 func (n *candidate) attempt(held *lock.Held, out slot.Outcome, admitted bool, err error) {
-	at := Attempt{Actor: n.a.Name, Node: n.spec.Name, Group: n.spec.Group, Machine: n.spec.Machine, Boot: n.bootID(),
+	at := Attempt{Actor: n.a.Name, Node: n.spec.Name, Group: n.spec.Group, Wave: n.cfg.Rollout.Wave, Machine: n.spec.Machine, Boot: n.bootID(),
 		Seat: held.Entry(), SeatRevision: held.FencingToken(), Revision: out.Count.Revision, Admitted: admitted}
 	var ref *slotinfo.Refusal
 	switch {
@@ -235,7 +239,7 @@ func (n *candidate) reboot(ctx context.Context, held *lock.Held, r rebootSlot) e
 func (n *candidate) publish(ctx context.Context, state string, required bool) {
 	rules := policy.RulesOf(n.cfg)
 	rec := policy.NodeRecord{Node: n.spec.Name, State: state, RebootRequired: required, LastCheck: n.now().UTC(), Lock: n.cfg.LockKey,
-		Group: n.spec.Group, BootID: n.bootID(), MachineID: n.spec.Machine, Rules: &rules, V: policy.ProtocolVersion}
+		Group: n.spec.Group, Wave: n.cfg.Rollout.Wave, BootID: n.bootID(), MachineID: n.spec.Machine, Rules: &rules, V: policy.ProtocolVersion}
 	val, _ := json.Marshal(rec)
 	g, err := n.c.Grant(ctx, 600)
 	if err != nil {

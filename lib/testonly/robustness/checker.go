@@ -79,6 +79,13 @@ const (
 	// max_starts_per_hour allows (<ns>rollout/starts/, each on a lease of
 	// an hour from a take).
 	InvRate = "max_starts_per_hour"
+	// InvWave: a node of wave k is admitted only on a count that saw no
+	// node of a lower wave hold it back (model.waveHeld). Judged at the
+	// count's revision, not the take's: the take guards the slots and the
+	// wave-completion records, not the records (a lower-wave node that
+	// comes to need its reboot after the count is a later need, as if it
+	// had published after the take).
+	InvWave = "waves"
 )
 
 // Violation is an invariant the history breaks.
@@ -124,20 +131,21 @@ type Stats struct {
 	// of them by a resume of one group), Judged the admissions judged for
 	// liveness (those not admitted), Policed the takes judged against a
 	// built-in policy, Paced the refusals by min_interval_sec or
-	// max_starts_per_hour.
-	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced int
+	// max_starts_per_hour, LaterWaves the admissions of a node of a wave
+	// above 0 judged against the waves, Waited the refusals by the waves.
+	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced, LaterWaves, Waited int
 }
 
 // Add sums two stats.
 func (s Stats) Add(o Stats) Stats {
 	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes,
-		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes, s.Paced + o.Paced}
+		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes, s.Paced + o.Paced, s.LaterWaves + o.LaterWaves, s.Waited + o.Waited}
 }
 
 // String is the stats in one line.
 func (s Stats) String() string {
-	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness (%d paced)",
-		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged, s.Paced)
+	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness (%d paced, %d by the waves), %d admissions of a later wave",
+		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged, s.Paced, s.Waited, s.LaterWaves)
 }
 
 // Check replays events (a namespace's history, in revision order) and

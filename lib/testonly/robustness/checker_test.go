@@ -395,3 +395,64 @@ func TestCheckerPercentLiveness(t *testing.T) {
 	h, at = fleet(`{"node":"a","lock":"/h/lock","group":"","boot_id":"b-a","machine_id":"m-a","max_holders":1}`)
 	want(t, r, h, []Attempt{at})
 }
+
+// A node of wave 1 is admitted only on a count that saw no lower wave
+// busy: a record of wave 0 that needs its reboot, is rebooting or is
+// post_reboot, unless held; a slot of wave 0. One of its own wave, or a
+// lower one that is done, holds nothing back; and a refusal by the waves
+// with nothing of a lower wave busy is a liveness violation.
+func TestCheckerWaves(t *testing.T) {
+	kb, vb := seat("b", true, 0x2222222222222)
+	record := func(h *hist, node, state string, required bool, wave int) func() {
+		return h.put("nodes/"+node, fmt.Sprintf(`{"node":%q,"state":%q,"reboot_required":%v,"wave":%d}`, node, state, required, wave), 7)
+	}
+	attempt := func(h *hist, admitted bool) Attempt {
+		at := Attempt{Actor: "b/daemon", Node: "b", Wave: 1, Machine: "m-b", Boot: "b-b", Seat: hns + kb,
+			SeatRevision: h.kvs[hns+kb].CreateRevision, Revision: h.rev, Admitted: admitted}
+		if !admitted {
+			at.Rule, at.Wait = "wave", true
+		}
+		return at
+	}
+	for _, tc := range []struct {
+		name string
+		busy func(h *hist) func()
+		// held: the lower wave holds b back.
+		held bool
+	}{
+		{"a wave-0 record that needs its reboot", func(h *hist) func() { return record(h, "a", "waiting", true, 0) }, true},
+		{"a wave-0 record rebooting", func(h *hist) func() { return record(h, "a", "rebooting", false, 0) }, true},
+		{"a wave-0 record post_reboot", func(h *hist) func() { return record(h, "a", "post_reboot", false, 0) }, true},
+		{"a wave-0 record idle", func(h *hist) func() { return record(h, "a", "idle", false, 0) }, false},
+		{"a wave-1 record that needs its reboot", func(h *hist) func() { return record(h, "a", "waiting", true, 1) }, false},
+		{"b's own record", func(h *hist) func() { return record(h, "b", "waiting", true, 0) }, false},
+		{"a held wave-0 node", func(h *hist) func() {
+			r := record(h, "a", "waiting", true, 0)
+			return func() { r(); h.put("holds/a", `{"reason":"x"}`, 0)() }
+		}, false},
+		{"a wave-0 slot", func(h *hist) func() {
+			return h.put("rebooting/a", `{"node":"a","lock":"/h/lock","group":"","boot_id":"b-a","machine_id":"m-a"}`, 0xa1)
+		}, true},
+		{"a wave-1 slot", func(h *hist) func() {
+			return h.put("rebooting/a", `{"node":"a","lock":"/h/lock","group":"","boot_id":"b-a","machine_id":"m-a","wave":1}`, 0xa1)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHist()
+			h.txn(h.put(kb, vb, 0x2222222222222)).txn(tc.busy(h))
+			admitted, refused := []string{InvWave}, []string(nil)
+			if !tc.held {
+				admitted, refused = nil, []string{InvLiveness}
+			}
+			want(t, rules(3, 0), h, []Attempt{attempt(h, true)}, admitted...)
+			want(t, rules(3, 0), h, []Attempt{attempt(h, false)}, refused...)
+		})
+	}
+	// Judged at the count: a lower wave's need published after it is a
+	// later need (the take does not guard the records).
+	h := newHist()
+	h.txn(h.put(kb, vb, 0x2222222222222))
+	at := attempt(h, true)
+	h.txn(record(h, "a", "waiting", true, 0))
+	want(t, rules(3, 0), h, []Attempt{at})
+}

@@ -10,6 +10,9 @@ import (
 // been (a candidate that waits with room waits for nothing, and may wait for
 // ever: issue 38, item 5).
 func (c *checker) live(at Attempt) {
+	if at.Admitted && at.Revision != 0 {
+		c.waves(at)
+	}
 	if at.Admitted || at.Err != "" || at.Revision == 0 {
 		return
 	}
@@ -21,6 +24,9 @@ func (c *checker) live(at Attempt) {
 	c.stats.Judged++
 	if at.Rule == "min_interval" || at.Rule == "max_starts_per_hour" {
 		c.stats.Paced++
+	}
+	if at.Rule == "wave" {
+		c.stats.Waited++
 	}
 	why, ok := c.m.eligible(at)
 	if !ok {
@@ -36,13 +42,29 @@ func (c *checker) live(at Attempt) {
 		Excerpt: excerpt(c.events, c.m.r.NS, at.Revision-12, at.Revision)})
 }
 
+// waves judges an admission of a later wave at the revision it counted at
+// (the model's now): nothing of a lower wave may have held it back.
+func (c *checker) waves(at Attempt) {
+	if at.Wave == 0 {
+		return
+	}
+	c.stats.LaterWaves++
+	if held := c.m.waveHeld(at.Node, at.Wave); len(held) > 0 {
+		c.out = append(c.out, Violation{Invariant: InvWave, Revision: at.Revision,
+			Detail: fmt.Sprintf("%s (wave %d) was admitted on its count at revision %d while a lower wave still held it back: %s",
+				at.Actor, at.Wave, at.Revision, strings.Join(held, ", ")),
+			Excerpt: excerpt(c.events, c.m.r.NS, at.Revision-12, at.Revision)})
+	}
+}
+
 // eligible reports whether at's node should have been admitted by the
 // state at its count (the model's now), and says what it saw. The rules
 // the runs use (docs/rollout.md, "The rules"): no conflict, no pause, no
 // halt, failures within the budget, no hold, room in the group (slots,
 // every plain seat among the holders, the candidates' seats older than its
 // own) that no older FleetLock ticket of the group claims, and room in the
-// fleet that no older ticket claims, and the cluster policies.
+// fleet that no older ticket claims, the cluster policies, and nothing of a
+// lower wave busy (model.waveHeld).
 func (m *model) eligible(at Attempt) (string, bool) {
 	seats := m.seats()
 	var own *seatView
@@ -73,6 +95,9 @@ func (m *model) eligible(at Attempt) (string, bool) {
 		return "", false
 	}
 	if _, spent := m.spent(at.Group); spent {
+		return "", false
+	}
+	if len(m.waveHeld(at.Node, at.Wave)) > 0 {
 		return "", false
 	}
 	policed, ok := m.allows(at.Node, true)
@@ -137,6 +162,9 @@ func (m *model) eligible(at Attempt) (string, bool) {
 	}
 	why := fmt.Sprintf("max_holders %s, counted %s; no pause, halt, hold or conflict; failures within max_failures %d",
 		limitWhat, describe(others), m.r.MaxFailures)
+	if at.Wave > 0 {
+		why += fmt.Sprintf("; nothing of a wave below %d busy", at.Wave)
+	}
 	if m.r.Policy.active() {
 		why += "; the cluster policies allow it: " + policed
 	}

@@ -85,6 +85,8 @@ type slotView struct {
 	// none), which cap later admissions while it lives.
 	MaxHolders int `json:"max_holders"`
 	MaxTotal   int `json:"max_total"`
+	// Wave is its node's wave.
+	Wave int `json:"wave"`
 	// bound: the value names its lock and group (else it counts against
 	// every group).
 	bound bool
@@ -457,10 +459,47 @@ func (m *model) tickets() []ticketView {
 
 // recordView is a health record.
 type recordView struct {
-	Node      string `json:"node"`
-	State     string `json:"state"`
-	BootID    string `json:"boot_id"`
-	MachineID string `json:"machine_id"`
+	Node           string `json:"node"`
+	State          string `json:"state"`
+	BootID         string `json:"boot_id"`
+	MachineID      string `json:"machine_id"`
+	RebootRequired bool   `json:"reboot_required"`
+	Wave           int    `json:"wave"`
+}
+
+// waveHeld names what holds a node of wave back at the model's revision
+// (docs/rollout.md, "Waves and canaries"): another node of a lower wave
+// that still needs its reboot or is in it, by its live health record
+// (reboot_required, or rebooting, or post_reboot) unless it is held, or by
+// its slot; and a lower wave's completion still baking. No record of a run
+// is older than wave_timeout_sec. Wave 0 waits for nothing.
+func (m *model) waveHeld(node string, wave int) []string {
+	if wave == 0 {
+		return nil
+	}
+	var out []string
+	for _, r := range m.records() {
+		busy := r.RebootRequired || r.State == "rebooting" || r.State == "post_reboot"
+		if r.Node != node && r.Wave < wave && busy && !m.held(r.Node) {
+			out = append(out, fmt.Sprintf("%s (wave %d, record %s)", r.Node, r.Wave, r.State))
+		}
+	}
+	for _, s := range m.slots() {
+		if s.Node != node && s.Wave < wave {
+			out = append(out, fmt.Sprintf("%s (wave %d, slot)", s.Node, s.Wave))
+		}
+	}
+	dir := m.r.NS + "rollout/wavedone/"
+	for _, k := range m.under(dir) {
+		var v struct {
+			Wave int `json:"wave"`
+		}
+		if json.Unmarshal(m.kvs[k].Value, &v) != nil || v.Wave < wave {
+			out = append(out, fmt.Sprintf("%s (wave %d, completed within wave_bake_sec)", strings.TrimPrefix(k, dir), v.Wave))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (m *model) records() []recordView {

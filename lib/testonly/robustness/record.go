@@ -8,6 +8,8 @@ import "sync"
 // whether the node should have been admitted (liveness).
 type Attempt struct {
 	Actor, Node, Group, Machine, Boot string
+	// Wave is its rollout.wave.
+	Wave int
 	// Seat is its seat's entry, SeatRevision the entry's create revision.
 	Seat         string
 	SeatRevision int64

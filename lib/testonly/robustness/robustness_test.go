@@ -14,7 +14,7 @@ import (
 // seventeen schedules, seconds on two cores. Seeds 1 to 16, and 58: both
 // groups halted at once and a resume of one of them (drawHaltedGroups),
 // the schedule that finds a group's resume acknowledging the other
-// group's failures.
+// group's failures. Seeds 5, 8, 9, 10, 12 and 15 run waves (drawWaves).
 func shortSeeds() []uint64 {
 	var out []uint64
 	for s := uint64(1); s <= 16; s++ {

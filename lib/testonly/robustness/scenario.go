@@ -64,6 +64,8 @@ type NodeSpec struct {
 	// Unindexed: its health records carry no index keys (a node of 0.1.0):
 	// the admissions then read every record for the policies' summary.
 	Unindexed bool
+	// Wave is its rollout.wave (Scenario.Waves; a daemon's or pipeline's).
+	Wave int
 }
 
 // Scenario is one run's fleet: its rules, its nodes, the operator and the
@@ -102,6 +104,9 @@ type Scenario struct {
 	// halt at once, and the operator's resumes of one group wait for it
 	// (drawHaltedGroups).
 	HaltedGroups bool
+	// Waves: daemons and pipelines are of waves 0 to 2, and publish that
+	// they need their reboot at the start of each cycle (drawWaves).
+	Waves bool
 	// Policy is the built-in cluster policies every node runs with (none
 	// when zero). With a policy every publishing node publishes an idle
 	// record before its first cycle, so that there are healthy nodes to
@@ -174,7 +179,29 @@ func Generate(seed uint64) Scenario {
 	sc.drawPacing(seed)
 	sc.drawPercent(seed)
 	sc.drawHaltedGroups(seed)
+	sc.drawWaves(seed)
 	return sc
+}
+
+// drawWaves puts the daemons and pipelines of one scenario in four in waves
+// 0 to 2, from a generator of its own (the rest of a seed's scenario stays
+// the same). Every one of them then publishes: an idle record before its
+// first cycle, one that says it needs its reboot at the start of each cycle,
+// rebooting before its reboot and idle after it, so that a later wave waits
+// for the earlier ones' records (its busy keys, or every record where a node
+// is unindexed) and slots. wave_timeout_sec stays the default (a day: no
+// record outlives it during a run) and wave_bake_sec 0.
+func (sc *Scenario) drawWaves(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x3a7e5))
+	if rng.IntN(4) != 0 {
+		return
+	}
+	sc.Waves = true
+	for i, n := range sc.Nodes {
+		if n.Kind == KindDaemon || n.Kind == KindPipeline {
+			sc.Nodes[i].Publish, sc.Nodes[i].Wave = true, rng.IntN(3)
+		}
+	}
 }
 
 // drawHaltedGroups makes both groups of one in two failure_scope group
@@ -309,6 +336,9 @@ func (sc Scenario) String() string {
 	if sc.HaltedGroups {
 		b.WriteString(", both groups made to halt at once")
 	}
+	if sc.Waves {
+		b.WriteString(", waves")
+	}
 	if p := sc.Policy; policy.Active(p) {
 		fmt.Fprintf(&b, ", min_healthy_absolute %d, min_healthy_fraction %.2f, fallback_nodes %v", p.MinHealthyAbsolute, p.MinHealthyFraction, p.FallbackNodes)
 	}
@@ -319,6 +349,9 @@ func (sc Scenario) String() string {
 			g = "-"
 		}
 		fmt.Fprintf(&b, " %s(%s, group %s, machine %s, skew %s, loss %.1f", n.Name, n.Kind, g, n.Machine, n.Skew, n.Loss)
+		if sc.Waves && (n.Kind == KindDaemon || n.Kind == KindPipeline) {
+			fmt.Fprintf(&b, ", wave %d", n.Wave)
+		}
 		if n.Publish {
 			b.WriteString(", publishes")
 			if n.Unindexed {
@@ -354,6 +387,7 @@ func (sc Scenario) config(ns string, n NodeSpec) config.Config {
 	}
 	cfg.Rollout.MaxStartsPerHour = sc.Rate
 	cfg.ClusterPolicies = sc.Policy
+	cfg.Rollout.Wave = n.Wave
 	cfg.LockTTLSec, cfg.RebootSlotTTLSec, cfg.EtcdDialTimeoutSec = seatTTLSec, slotTTLSec, 10
 	cfg.BackoffMinSec, cfg.BackoffMaxSec = 1, 1
 	return cfg
