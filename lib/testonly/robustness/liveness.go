@@ -5,10 +5,11 @@ import (
 	"strings"
 )
 
-// live judges one admission that was not admitted: if, by the history at
-// the revision it counted at, nothing held the node back, it should have
-// been (a candidate that waits with room waits for nothing, and may wait for
-// ever: issue 38, item 5).
+// live judges one admission at the revision it counted at (the model's
+// now): one admitted against the waves (InvWave); one not admitted for
+// liveness: if, by the history at that revision, nothing held the node
+// back, it should have been (a candidate that waits with room waits for
+// nothing, and may wait for ever: issue 38, item 5).
 func (c *checker) live(at Attempt) {
 	if at.Admitted && at.Revision != 0 {
 		c.waves(at)
