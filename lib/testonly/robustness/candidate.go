@@ -208,6 +208,7 @@ func (n *candidate) reboot(ctx context.Context, held *lock.Held, r rebootSlot) e
 	n.release(ctx, held)
 	if n.rng.Float64() < n.spec.Loss {
 		n.env.world.Doom(int64(rebootLease(r)))
+		n.env.world.Gone(n.spec.Name)
 		n.env.sched.trace.note(n.a, "goes down and never comes back")
 		return endLost
 	}

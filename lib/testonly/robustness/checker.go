@@ -65,7 +65,8 @@ const (
 	// record that still says rebooting after its node's completion is
 	// stale, and the node up); any other change of a record makes it
 	// healthier (an idle record before a node's first cycle or after its
-	// completion).
+	// completion), and a record that runs out (FaultEndRecord) is a lost
+	// node's, which said rebooting: one member fewer, none less healthy.
 	InvPolicy = "cluster policies"
 	// InvAckScope: a resume of one group (`resume --group`) acknowledges
 	// that group's failures and those an earlier resume acknowledged,
@@ -132,20 +133,21 @@ type Stats struct {
 	// liveness (those not admitted), Policed the takes judged against a
 	// built-in policy, Paced the refusals by min_interval_sec or
 	// max_starts_per_hour, LaterWaves the admissions of a node of a wave
-	// above 0 judged against the waves, Waited the refusals by the waves.
-	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced, LaterWaves, Waited int
+	// above 0 judged against the waves, Waited the refusals by the waves,
+	// RecordsEnded the health records that ran out (FaultEndRecord).
+	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced, LaterWaves, Waited, RecordsEnded int
 }
 
 // Add sums two stats.
 func (s Stats) Add(o Stats) Stats {
 	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes,
-		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes, s.Paced + o.Paced, s.LaterWaves + o.LaterWaves, s.Waited + o.Waited}
+		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes, s.Paced + o.Paced, s.LaterWaves + o.LaterWaves, s.Waited + o.Waited, s.RecordsEnded + o.RecordsEnded}
 }
 
 // String is the stats in one line.
 func (s Stats) String() string {
-	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness (%d paced, %d by the waves), %d admissions of a later wave",
-		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged, s.Paced, s.Waited, s.LaterWaves)
+	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness (%d paced, %d by the waves), %d admissions of a later wave, %d health records ended",
+		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged, s.Paced, s.Waited, s.LaterWaves, s.RecordsEnded)
 }
 
 // Check replays events (a namespace's history, in revision order) and
@@ -226,6 +228,8 @@ func (c *checker) revision(rev int64, evs []Event) {
 			slotsGone[strings.TrimPrefix(ev.Key, slotDir)] = true
 		case ev.Delete && strings.HasPrefix(ev.Key, m.inflightDir()):
 			recordsGone[strings.TrimPrefix(ev.Key, m.inflightDir())] = true
+		case ev.Delete && strings.HasPrefix(ev.Key, m.r.NS+"nodes/"):
+			c.stats.RecordsEnded++
 		case !ev.Delete && ev.Prev == nil && (strings.HasPrefix(ev.Key, m.r.NS+"rollout/halts/") || ev.Key == m.r.NS+"rollout/halted"):
 			c.stats.Halts++
 		case !ev.Delete && ev.Key == m.r.NS+"rollout/ack":

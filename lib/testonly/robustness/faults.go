@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -40,6 +41,11 @@ const (
 	// (it is revoked): the group's bake time after a reboot's start, or
 	// the hour a start counts for max_starts_per_hour, is over.
 	FaultEndPacing FaultKind = "end-pacing"
+	// FaultEndRecord: the health record of a node that went down never
+	// to return runs out (its lease is revoked, with the index keys on
+	// it): the node has been gone for longer than its record's lease
+	// (three publish intervals).
+	FaultEndRecord FaultKind = "end-record"
 )
 
 // Fault is one fault drawn by the scheduler.
@@ -59,8 +65,9 @@ type FaultRates struct {
 	// Freeze is FaultFreezeSeat's chance at a seat holder's request, Stall
 	// FaultStall's, Pause FaultPause's and Hold FaultHold's at any step;
 	// EndPacing FaultEndPacing's at any step (drawn only when it is not 0,
-	// so that the schedules of scenarios without pacing stay the same).
-	Freeze, Stall, Pause, Hold, EndPacing float64
+	// so that the schedules of scenarios without pacing stay the same), and
+	// EndRecord FaultEndRecord's once a node is gone for ever (the same).
+	Freeze, Stall, Pause, Hold, EndPacing, EndRecord float64
 }
 
 // World is the etcd the actors share, as the faults and the checker see
@@ -82,6 +89,11 @@ type World struct {
 	mu sync.Mutex
 	// doomed are the slot leases of nodes that will never come back.
 	doomed map[int64]bool
+	// gone are the nodes that went down never to return, in that order:
+	// the records FaultEndRecord may end.
+	gone []string
+	// shared are the names of more than one machine (Gone leaves them out).
+	shared map[string]bool
 }
 
 // NewWorld is the world of namespace ns, empty at revision base.
@@ -95,6 +107,24 @@ func (w *World) Doom(lease int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.doomed[lease] = true
+}
+
+// Gone marks node as gone for ever: its health record may run out
+// (FaultEndRecord). Not a name that another machine still runs under: that
+// machine keeps the record alive.
+func (w *World) Gone(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.shared[node] && !slices.Contains(w.gone, node) {
+		w.gone = append(w.gone, node)
+	}
+}
+
+// someGone reports whether some node has gone for ever (Gone).
+func (w *World) someGone() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.gone) > 0
 }
 
 // draw decides the faults around a's next step r (called with the
@@ -126,6 +156,8 @@ func (w *World) draw(rng *rand.Rand, a *Actor, r request, others bool) (before, 
 		before = f(FaultHold)
 	case rates.EndPacing > 0 && rng.Float64() < rates.EndPacing:
 		before = f(FaultEndPacing)
+	case rates.EndRecord > 0 && w.someGone() && rng.Float64() < rates.EndRecord:
+		before = f(FaultEndRecord)
 	}
 	return before, after
 }
@@ -148,6 +180,8 @@ func (w *World) run(a *Actor, x Fault, t *Trace) {
 		what, err = w.toggle(ctx, slot.HoldKey(w.NS, node), `{"reason":"a fault of the robustness test","by":"robustness"}`)
 	case FaultEndPacing:
 		what, err = w.endPacing(ctx, x.Pick)
+	case FaultEndRecord:
+		what, err = w.endRecord(ctx, x.Pick)
 	}
 	if err != nil {
 		what = fmt.Sprintf("%s failed: %v", what, err)
@@ -201,6 +235,32 @@ func (w *World) endPacing(ctx context.Context, pick uint64) (string, error) {
 	}
 	kv := kvs[int(pick%uint64(len(kvs)))]
 	what := fmt.Sprintf("the record %s runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
+	if kv.Lease == 0 {
+		return what, fmt.Errorf("the record has no lease")
+	}
+	_, err := w.Client.Revoke(ctx, clientv3.LeaseID(kv.Lease))
+	return what, err
+}
+
+// endRecord revokes the lease of the health record of one node gone for
+// ever that still has one.
+func (w *World) endRecord(ctx context.Context, pick uint64) (string, error) {
+	w.mu.Lock()
+	gone := slices.Clone(w.gone)
+	w.mu.Unlock()
+	var kvs []*mvccpb.KeyValue
+	for _, node := range gone {
+		resp, err := w.Client.Get(ctx, slot.RecordKey(w.NS, node))
+		if err != nil {
+			return "", err
+		}
+		kvs = append(kvs, resp.Kvs...)
+	}
+	if len(kvs) == 0 {
+		return "", nil
+	}
+	kv := kvs[int(pick%uint64(len(kvs)))]
+	what := fmt.Sprintf("the health record %s of a node gone for ever runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
 	if kv.Lease == 0 {
 		return what, fmt.Errorf("the record has no lease")
 	}

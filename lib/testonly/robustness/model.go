@@ -517,8 +517,9 @@ func (m *model) records() []recordView {
 
 // Budgets as percentages (docs/rollout.md, "Budgets as percentages"): of
 // the nodes the count knows in the scope, its health records and its slots
-// and the node that asks, rounded down and at least 1. During a run records
-// are only written, never ended (no fault ends one), and a take fails when
+// and the node that asks, rounded down and at least 1. During a run with a
+// percentage records are only written, never ended (FaultEndRecord is not
+// drawn there: Scenario.drawRecordEnds), and a take fails when
 // a slot it counted has gone, so the nodes known at a take are at least
 // those its count knew: a budget judged on the state after the take is
 // never smaller than the one the admission applied.

@@ -57,6 +57,16 @@ type Report struct {
 // Failed reports whether the run found anything.
 func (r *Report) Failed() bool { return r.Err != nil || len(r.Violations) > 0 }
 
+// shared are the names that more than one machine runs under.
+func shared(names []string) map[string]bool {
+	seen, out := map[string]bool{}, map[string]bool{}
+	for _, n := range names {
+		out[n] = out[n] || seen[n]
+		seen[n] = true
+	}
+	return out
+}
+
 // runLimits bound every run: far above what a scenario of Generate needs.
 func runLimits() Limits { return Limits{Steps: 20000, Quiet: 2 * time.Minute} }
 
@@ -80,6 +90,7 @@ func Run(ctx context.Context, endpoint, ns string, sc Scenario) (*Report, error)
 	}
 	world := NewWorld(control, ns, first.Header.Revision, sc.Faults, uniq(names))
 	world.MarkDirs = sc.markDirs(ns)
+	world.shared = shared(names)
 	e := &env{sc: sc, ns: ns, world: world, record: &Record{}}
 	e.sched = NewScheduler(sc.Seed, world, e.record, runLimits())
 	scripts, clients, err := e.cast(endpoint)

@@ -180,6 +180,7 @@ func Generate(seed uint64) Scenario {
 	sc.drawPercent(seed)
 	sc.drawHaltedGroups(seed)
 	sc.drawWaves(seed)
+	sc.drawRecordEnds(seed)
 	return sc
 }
 
@@ -202,6 +203,24 @@ func (sc *Scenario) drawWaves(seed uint64) {
 			sc.Nodes[i].Publish, sc.Nodes[i].Wave = true, rng.IntN(3)
 		}
 	}
+}
+
+// drawRecordEnds lets the health records of nodes gone for ever run out
+// (FaultEndRecord) in one in two scenarios whose budgets are numbers and
+// where some node that publishes may be lost, from a generator of its own
+// (the rest of a seed's scenario stays the same). Not with a percentage:
+// its checker judges a budget on the state after the take, which holds
+// only while no record ends (model.holders).
+func (sc *Scenario) drawRecordEnds(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x4ec0d))
+	lossy := false
+	for _, n := range sc.Nodes {
+		lossy = lossy || (n.Publish && n.Loss > 0 && (n.Kind == KindDaemon || n.Kind == KindPipeline))
+	}
+	if sc.percent() || !lossy || rng.IntN(2) != 0 {
+		return
+	}
+	sc.Faults.EndRecord = 0.1
 }
 
 // drawHaltedGroups makes both groups of one in two failure_scope group
@@ -338,6 +357,9 @@ func (sc Scenario) String() string {
 	}
 	if sc.Waves {
 		b.WriteString(", waves")
+	}
+	if sc.Faults.EndRecord > 0 {
+		b.WriteString(", the records of nodes gone for ever end by a fault")
 	}
 	if p := sc.Policy; policy.Active(p) {
 		fmt.Fprintf(&b, ", min_healthy_absolute %d, min_healthy_fraction %.2f, fallback_nodes %v", p.MinHealthyAbsolute, p.MinHealthyFraction, p.FallbackNodes)
