@@ -97,11 +97,14 @@ func (f Fleet) count(ctx context.Context, seat string, all bool) (Count, error) 
 	return Count{}, err
 }
 
-// slotNames are the nodes that hold slots, sorted, each once.
+// slotNames are the nodes that hold slots, sorted, each once: a guess of
+// the count's (countOnce reads its summary's per-slot keys again when its
+// own read of the slots finds others), so any member may serve it
+// serializably, without a round trip to the leader.
 func (f Fleet) slotNames(ctx context.Context) ([]string, error) {
 	rctx, cancel := f.rpc(ctx)
 	defer cancel()
-	resp, err := f.Client.Get(rctx, Dir(f.NS), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := f.Client.Get(rctx, Dir(f.NS), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSerializable())
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +174,7 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 		// A slot was taken (or freed) between the two reads: the summary's
 		// per-slot reads again, for the slots found, at the count's revision.
 		names = found
-		sctx, scancel := f.rpc(ctx)
-		sresp, err := f.Client.Txn(sctx).Then(localOps(f.NS, f.Node, f.Policies.FallbackNodes, names, rev, false)...).Commit()
-		scancel()
+		sresp, err := f.readTxn(ctx, localOps(f.NS, f.Node, f.Policies.FallbackNodes, names, rev, false))
 		if err != nil {
 			return Count{}, err
 		}
@@ -381,9 +382,7 @@ func (f Fleet) batches(ctx context.Context, ops []clientv3.Op) ([]*etcdserverpb.
 	for len(ops) > 0 {
 		batch := ops[:min(len(ops), 100)]
 		ops = ops[len(batch):]
-		rctx, cancel := f.rpc(ctx)
-		resp, err := f.Client.Txn(rctx).Then(batch...).Commit()
-		cancel()
+		resp, err := f.readTxn(ctx, batch)
 		if err != nil {
 			return nil, err
 		}
@@ -391,6 +390,41 @@ func (f Fleet) batches(ctx context.Context, ops []clientv3.Op) ([]*etcdserverpb.
 	}
 	return out, nil
 }
+
+// readTxn runs ops, reads only, in one transaction. When every one names
+// its revision it is served serializably first: what a revision holds never
+// changes once a member has applied it, so any member answers as the
+// leader would, without the round trip to the leader and its quorum that a
+// linearizable read waits for (etcd's ReadIndex). A member that has not
+// applied the revision yet answers ErrFutureRev, and the reads go again,
+// linearizable (docs/cluster-protocol.md, "How it reads").
+func (f Fleet) readTxn(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	serial := make([]clientv3.Op, len(ops))
+	for i, op := range ops {
+		if op.Rev() <= 0 {
+			serial = nil
+			break
+		}
+		serial[i] = op
+		clientv3.WithSerializable()(&serial[i])
+	}
+	if serial != nil {
+		rctx, cancel := f.rpc(ctx)
+		resp, err := f.Client.Txn(rctx).Then(serial...).Commit()
+		cancel()
+		if !errors.Is(err, rpctypes.ErrFutureRev) {
+			return resp, err
+		}
+		readAgain()
+	}
+	rctx, cancel := f.rpc(ctx)
+	defer cancel()
+	return f.Client.Txn(rctx).Then(ops...).Commit()
+}
+
+// readAgain runs before a read that a member could not serve at its
+// revision goes again, linearizable (a variable for the tests).
+var readAgain = func() {}
 
 // nested reports whether any of the entries under lock/ is a group's.
 func nested(lock string, kvs []*mvccpb.KeyValue) bool {
@@ -402,15 +436,13 @@ func nested(lock string, kvs []*mvccpb.KeyValue) bool {
 	return false
 }
 
-// get reads key with opts at revision rev.
+// get reads key with opts at revision rev (readTxn).
 func (f Fleet) get(ctx context.Context, rev int64, key string, opts ...clientv3.OpOption) ([]*mvccpb.KeyValue, error) {
-	rctx, cancel := f.rpc(ctx)
-	defer cancel()
-	resp, err := f.Client.Get(rctx, key, append(opts, clientv3.WithRev(rev))...)
+	resp, err := f.readTxn(ctx, []clientv3.Op{clientv3.OpGet(key, append(opts, clientv3.WithRev(rev))...)})
 	if err != nil {
 		return nil, err
 	}
-	return resp.Kvs, nil
+	return resp.Responses[0].GetResponseRange().Kvs, nil
 }
 
 // readRecords adds every health record and hold at rev to c.

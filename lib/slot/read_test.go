@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
@@ -218,5 +221,73 @@ func TestUngroupedLineBesideGroups(t *testing.T) {
 	}
 	if got := fmt.Sprint(c.Nodes()); got != "[a plain plain2]" {
 		t.Fatalf("with waiters: present %v, want a and the plain seats", got)
+	}
+}
+
+// Reads at a count's revision are served serializably (no ReadIndex round
+// trip to the leader); a member that has not applied the revision yet
+// answers ErrFutureRev, and the read goes again, linearizable. Reads
+// without a revision stay linearizable.
+func TestReadsAtARevisionAreSerializable(t *testing.T) {
+	var mu sync.Mutex
+	var sent []bool // per transaction: every range serializable
+	record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if q, ok := req.(*etcdserverpb.TxnRequest); ok {
+			serial := true
+			for _, op := range q.Success {
+				serial = serial && op.GetRequestRange().GetSerializable()
+			}
+			mu.Lock()
+			sent = append(sent, serial)
+			mu.Unlock()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{embedded.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(record)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := newRig(t)
+	f := r.fleet("a", "", time.Minute)
+	f.Client = c
+	key := r.ns + "k"
+	put, err := r.c.Put(context.Background(), key, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := put.Header.Revision
+	again := 0
+	readAgain = func() {
+		again++
+		if _, err := r.c.Put(context.Background(), key, "2"); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { readAgain = func() {} })
+	read := func(ops ...clientv3.Op) string {
+		t.Helper()
+		mu.Lock()
+		sent = nil
+		mu.Unlock()
+		resp, err := f.readTxn(context.Background(), ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) != 1 {
+			t.Fatalf("read %d keys, want 1", len(kvs))
+		}
+		return string(kvs[0].Value)
+	}
+	if v := read(clientv3.OpGet(key, clientv3.WithRev(rev)), clientv3.OpGet(key, clientv3.WithRev(rev), clientv3.WithCountOnly())); v != "1" || again != 0 || fmt.Sprint(sent) != "[true]" {
+		t.Fatalf("at an applied revision: value %q, read again %d times, sent %v: want 1, 0, one serializable transaction", v, again, sent)
+	}
+	if v := read(clientv3.OpGet(key, clientv3.WithRev(rev+1))); v != "2" || again != 1 || fmt.Sprint(sent) != "[true false]" {
+		t.Fatalf("at a future revision: value %q, read again %d times, sent %v: want 2, once, serializable then linearizable", v, again, sent)
+	}
+	if v := read(clientv3.OpGet(key), clientv3.OpGet(key, clientv3.WithRev(rev))); v != "2" || again != 1 || fmt.Sprint(sent) != "[false]" {
+		t.Fatalf("one read without a revision: value %q, read again %d times, sent %v: want 2, never, one linearizable transaction", v, again, sent)
 	}
 }

@@ -157,13 +157,11 @@ func (f Fleet) ruleSets(ctx context.Context, changed, rev int64) ([]NodeRules, e
 	if sets, ok := f.RulesCache.get(changed, now); ok {
 		return sets, nil
 	}
-	rctx, cancel := f.rpc(ctx)
-	defer cancel()
-	resp, err := f.Client.Get(rctx, RulesDir(f.NS), clientv3.WithPrefix(), clientv3.WithRev(rev))
+	kvs, err := f.get(ctx, rev, RulesDir(f.NS), clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
-	sets := distinctRules(resp.Kvs)
+	sets := distinctRules(kvs)
 	if changed != 0 {
 		f.RulesCache.put(rulesStamp{Changed: changed, ReadAt: now}, sets)
 	}
