@@ -86,7 +86,9 @@ func startCluster(bin, dir string, members int, certs *etcdtest.Certs) (*etcdClu
 		}
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = lf, lf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// Pdeathsig: a benchmark stopped by a signal (its deferred stops
+		// never run) leaves no member behind, busy with the fleet's keys.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			lf.Close()
 			c.stop()

@@ -39,6 +39,9 @@ type bench struct {
 	// cluster is the 3-member etcd of make bench-scale, while it runs.
 	cluster *etcdCluster
 	quick   bool
+	// publishers, when not 0, is the most publishing nodes of a full
+	// bench-scale run (fullScalePlan's otherwise).
+	publishers int
 	// loadStart is /proc/loadavg when the run began.
 	loadStart string
 	warnings  []string
@@ -64,6 +67,7 @@ func main() {
 	fs.StringVar(&b.etcdctl, "etcdctl", ".tools/bin/etcdctl", "etcdctl binary")
 	fs.StringVar(&doc, "doc", "", "write the Markdown report here (SVGs next to it)")
 	fs.BoolVar(&b.quick, "quick", false, "smoke run: each measurement once, tiny")
+	fs.IntVar(&b.publishers, "publishers", 0, "scale: the most nodes that publish (the rest records kept alive; 0: 10,000)")
 	_ = fs.Parse(os.Args[2:])
 	var err error
 	for _, p := range []*string{&b.bin, &b.benchBin, &b.etcdBin, &b.etcdctl} {

@@ -125,6 +125,9 @@ type scaleRun struct {
 // with TLS, and writes docs/scaling.md.
 func (b *bench) scale(ctx context.Context, doc string) error {
 	p := fullScalePlan()
+	if b.publishers > 0 {
+		p.publishers = b.publishers
+	}
 	if b.quick {
 		p = quickScalePlan()
 	}
