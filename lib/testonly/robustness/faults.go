@@ -222,35 +222,28 @@ func (w *World) expireSlot(ctx context.Context, pick uint64) (string, error) {
 // endPacing revokes the lease of one pacing mark or start record (of
 // MarkDirs): its time is over.
 func (w *World) endPacing(ctx context.Context, pick uint64) (string, error) {
-	var kvs []*mvccpb.KeyValue
-	for _, dir := range w.MarkDirs {
-		resp, err := w.Client.Get(ctx, dir, clientv3.WithPrefix())
-		if err != nil {
-			return "", err
-		}
-		kvs = append(kvs, resp.Kvs...)
-	}
-	if len(kvs) == 0 {
-		return "", nil
-	}
-	kv := kvs[int(pick%uint64(len(kvs)))]
-	what := fmt.Sprintf("the record %s runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
-	if kv.Lease == 0 {
-		return what, fmt.Errorf("the record has no lease")
-	}
-	_, err := w.Client.Revoke(ctx, clientv3.LeaseID(kv.Lease))
-	return what, err
+	return w.runOut(ctx, pick, "the record %s", w.MarkDirs, clientv3.WithPrefix())
 }
 
 // endRecord revokes the lease of the health record of one node gone for
 // ever that still has one.
 func (w *World) endRecord(ctx context.Context, pick uint64) (string, error) {
 	w.mu.Lock()
-	gone := slices.Clone(w.gone)
+	var keys []string
+	for _, node := range w.gone {
+		keys = append(keys, slot.RecordKey(w.NS, node))
+	}
 	w.mu.Unlock()
+	return w.runOut(ctx, pick, "the health record %s of a node gone for ever", keys)
+}
+
+// runOut revokes the lease of one of the keys read with opts (picked by
+// pick; none when there are none): name is the trace's name for it, with
+// %s for its key.
+func (w *World) runOut(ctx context.Context, pick uint64, name string, keys []string, opts ...clientv3.OpOption) (string, error) {
 	var kvs []*mvccpb.KeyValue
-	for _, node := range gone {
-		resp, err := w.Client.Get(ctx, slot.RecordKey(w.NS, node))
+	for _, k := range keys {
+		resp, err := w.Client.Get(ctx, k, opts...)
 		if err != nil {
 			return "", err
 		}
@@ -260,9 +253,9 @@ func (w *World) endRecord(ctx context.Context, pick uint64) (string, error) {
 		return "", nil
 	}
 	kv := kvs[int(pick%uint64(len(kvs)))]
-	what := fmt.Sprintf("the health record %s of a node gone for ever runs out (its lease %s is revoked)", w.names.key(string(kv.Key)), w.names.lease(kv.Lease))
+	what := fmt.Sprintf(name, w.names.key(string(kv.Key))) + fmt.Sprintf(" runs out (its lease %s is revoked)", w.names.lease(kv.Lease))
 	if kv.Lease == 0 {
-		return what, fmt.Errorf("the record has no lease")
+		return what, fmt.Errorf("it has no lease")
 	}
 	_, err := w.Client.Revoke(ctx, clientv3.LeaseID(kv.Lease))
 	return what, err
