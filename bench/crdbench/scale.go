@@ -67,6 +67,10 @@ func quickScalePlan() scalePlan {
 	return scalePlan{sizes: []int{40}, publishers: 20, interval: 2 * time.Second, admissions: 2, tlsSize: 20, small: 3, large: 20, smallRuns: 1, largeRuns: 1}
 }
 
+// blockedTargetNodes is the fleet whose total bytes with every node
+// blocked before the lock have a target (≤ 1 MiB/s, issue 32).
+const blockedTargetNodes = 10000
+
 // allPhases are measured at every size; tlsPhases again with TLS.
 var (
 	allPhases = []string{phaseIdle, phaseClosed, phaseBlocked, phaseWaiting, phasePost, phaseHolding}

@@ -112,7 +112,8 @@ func scalingDoc(run scaleRun) string {
 		"event with single-key reads of those predecessors (lock.Recheck: a safety net for a lost watch event; "+
 		"handovers come from the watch), one connection; and its publication with state `waiting` every interval.\n"+
 		"- **Holding** (a seat of the lock): the admission under the lock (lib/slot Admission.Admit, the one place every "+
-		"fleet rule lives, for the daemon's cycle child, pipelines and FleetLock): one Count transaction, the rules "+
+		"fleet rule lives, for the daemon's cycle child, pipelines and FleetLock): the Count (one linearizable "+
+		"transaction that fixes its revision, then reads at that revision that any member serves), the rules "+
 		"(Decide), then the slot's take, one guarded transaction with its leases. The Count reads what the rules "+
 		"decide on, each part bounded by the budgets and the failures, not by the fleet (docs/cluster-protocol.md, "+
 		"\"What the admission reads\"; below: measured). While it waits for a slot it watches its group's line and the "+
@@ -187,9 +188,21 @@ func scalingDoc(run scaleRun) string {
 			num(last.requests()/first.requests()), num(last.sent()/first.sent()), num(last.cpuMS()/first.cpuMS()), target)
 	}
 	if bl := of(run.phases, phaseBlocked); len(bl) > 0 {
-		last := bl[len(bl)-1]
-		fmt.Fprintf(&w, "\nWith all %d nodes blocked before the lock etcd sent %s in all (target ≤ 1 MiB/s).\n",
-			last.nodes, bandwidth(last.sentPerSecond()))
+		// The target is issue 32's, at 10,000 nodes; a larger fleet's
+		// total grows with it at the same bytes per node.
+		at := bl[len(bl)-1]
+		for _, r := range bl {
+			if r.nodes == blockedTargetNodes {
+				at = r
+			}
+		}
+		fmt.Fprintf(&w, "\nWith all %d nodes blocked before the lock etcd sent %s in all (target ≤ 1 MiB/s at %d nodes).",
+			at.nodes, bandwidth(at.sentPerSecond()), blockedTargetNodes)
+		if last := bl[len(bl)-1]; last.nodes > at.nodes {
+			fmt.Fprintf(&w, " With all %d, %s: the same bytes per node and minute (%s), for a fleet %d times the size.",
+				last.nodes, bandwidth(last.sentPerSecond()), fmt.Sprintf("%.0f B", last.sent()), last.nodes/max(1, at.nodes))
+		}
+		w.WriteString("\n")
 	}
 
 	w.WriteString("\netcd's CPU per node in the blocked and post-reboot phases is where the summary's counts would show: " +
