@@ -69,6 +69,10 @@ func main() {
 	fs.BoolVar(&b.quick, "quick", false, "smoke run: each measurement once, tiny")
 	fs.IntVar(&b.publishers, "publishers", 0, "scale: the most nodes that publish (the rest records kept alive; 0: 10,000)")
 	_ = fs.Parse(os.Args[2:])
+	if b.publishers < 0 {
+		fmt.Fprintf(os.Stderr, "crdbench: -publishers %d: give the most nodes that publish, 1 or more (0: 10,000)\n", b.publishers)
+		os.Exit(2)
+	}
 	var err error
 	for _, p := range []*string{&b.bin, &b.benchBin, &b.etcdBin, &b.etcdctl} {
 		if *p, err = filepath.Abs(*p); err != nil {
