@@ -224,7 +224,7 @@ func (n *candidate) reboot(ctx context.Context, held *lock.Held, r rebootSlot) e
 		n.a.Yield("is down")
 	}
 	n.boot++
-	x := slot.Completion{Client: n.c, NS: n.cfg.Namespace(), BootID: n.bootID(), FailureWindowSec: n.cfg.Rollout.FailureWindowSec, Now: n.now}
+	x := slot.Completion{Client: n.c, NS: n.cfg.Namespace(), BootID: n.bootID(), WaveBakeSec: n.cfg.Rollout.WaveBakeSec, FailureWindowSec: n.cfg.Rollout.FailureWindowSec, Now: n.now}
 	freed, err := x.Complete(ctx, n.claim)
 	n.env.sched.trace.note(n.a, fmt.Sprintf("back: complete freed=%v err=%v", freed, err))
 	if n.spec.Publish {

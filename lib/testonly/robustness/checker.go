@@ -122,7 +122,12 @@ type checker struct {
 	out    []Violation
 	stats  Stats
 	judged map[string]bool
+	// counted is, with a percentage, the state at each take's count, by
+	// the take's revision and node (takeKey).
+	counted map[string]atCount
 }
+
+func takeKey(rev int64, node string) string { return fmt.Sprintf("%d|%s", rev, node) }
 
 // Stats say what a history holds: how much of the rules it exercised.
 type Stats struct {
@@ -133,32 +138,44 @@ type Stats struct {
 	// liveness (those not admitted), Policed the takes judged against a
 	// built-in policy, Paced the refusals by min_interval_sec or
 	// max_starts_per_hour, LaterWaves the admissions of a node of a wave
-	// above 0 judged against the waves, Waited the refusals by the waves,
+	// above 0 judged against the waves, Waited the refusals by the waves
+	// (Baked of them while a lower wave's completion baked: wave_bake_sec),
 	// RecordsEnded the health records that ran out (FaultEndRecord).
-	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced, LaterWaves, Waited, RecordsEnded int
+	Takes, Completions, Losses, Halts, Resumes, Judged, Policed, GroupResumes, Paced, LaterWaves, Waited, Baked, RecordsEnded int
 }
 
 // Add sums two stats.
 func (s Stats) Add(o Stats) Stats {
 	return Stats{s.Takes + o.Takes, s.Completions + o.Completions, s.Losses + o.Losses, s.Halts + o.Halts, s.Resumes + o.Resumes,
-		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes, s.Paced + o.Paced, s.LaterWaves + o.LaterWaves, s.Waited + o.Waited, s.RecordsEnded + o.RecordsEnded}
+		s.Judged + o.Judged, s.Policed + o.Policed, s.GroupResumes + o.GroupResumes, s.Paced + o.Paced, s.LaterWaves + o.LaterWaves, s.Waited + o.Waited, s.Baked + o.Baked, s.RecordsEnded + o.RecordsEnded}
 }
 
 // String is the stats in one line.
 func (s Stats) String() string {
-	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness (%d paced, %d by the waves), %d admissions of a later wave, %d health records ended",
-		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged, s.Paced, s.Waited, s.LaterWaves, s.RecordsEnded)
+	return fmt.Sprintf("%d takes (%d under a cluster policy), %d completions, %d losses, %d halts, %d resumes (%d of one group), %d refusals judged for liveness (%d paced, %d by the waves, %d of them baking), %d admissions of a later wave, %d health records ended",
+		s.Takes, s.Policed, s.Completions, s.Losses, s.Halts, s.Resumes, s.GroupResumes, s.Judged, s.Paced, s.Waited, s.Baked, s.LaterWaves, s.RecordsEnded)
 }
 
 // Check replays events (a namespace's history, in revision order) and
 // returns the invariants they break; attempts (the candidates' admissions
 // and the revisions they counted at) are judged for liveness on the way.
-// takes (the count each take was decided on) only explain a violation.
+// takes (the count each take was decided on) explain a violation, and with a
+// percentage say which nodes a take's count knew (model.holders).
 func Check(r Rules, events []Event, attempts []Attempt, takes []Take) ([]Violation, Stats) {
-	c := &checker{m: newModel(r), events: events, takes: takes, judged: map[string]bool{}}
+	c := &checker{m: newModel(r), events: events, takes: takes, judged: map[string]bool{}, counted: map[string]atCount{}}
 	att := append([]Attempt(nil), attempts...)
 	sort.SliceStable(att, func(i, j int) bool { return att[i].Revision < att[j].Revision })
-	next := 0
+	byCount := append([]Take(nil), takes...)
+	sort.SliceStable(byCount, func(i, j int) bool { return byCount[i].Count < byCount[j].Count })
+	next, nextTake := 0, 0
+	// counted: the state at each take's count, which is the state before
+	// the first revision after it.
+	counted := func(before int64) {
+		for ; r.percent() && nextTake < len(byCount) && byCount[nextTake].Count < before; nextTake++ {
+			t := byCount[nextTake]
+			c.counted[takeKey(t.Revision, t.Node)] = c.m.atCount()
+		}
+	}
 	for i := 0; i < len(events); {
 		rev := events[i].Revision
 		j := i
@@ -169,6 +186,7 @@ func Check(r Rules, events []Event, attempts []Attempt, takes []Take) ([]Violati
 			c.live(att[next])
 			next++
 		}
+		counted(rev)
 		c.revision(rev, events[i:j])
 		i = j
 	}
@@ -241,9 +259,11 @@ func (c *checker) revision(rev int64, evs []Event) {
 			changed = true
 		}
 	}
+	var taken []slotView
 	for _, t := range takes {
 		c.busy(rev, t.slot, t.plain)
 		c.policed(rev, t.slot.Node)
+		taken = append(taken, t.slot)
 	}
 	for node := range slotsGone {
 		if recordsGone[node] {
@@ -257,7 +277,7 @@ func (c *checker) revision(rev int64, evs []Event) {
 	}
 	m.orphans(rev)
 	m.markHolders(rev)
-	c.counts(rev)
+	c.counts(rev, taken)
 	if changed {
 		m.lastChange = rev
 	}
@@ -389,13 +409,32 @@ func (c *checker) busy(rev int64, s slotView, plain map[string]string) {
 			who[k] = v
 		}
 	}
-	if limit, what := m.holders(s.Group, s.Node); len(who) > limit && len(plain) > 0 {
+	if limit, what := m.holders(s.Group, s.Node, c.counted[takeKey(rev, s.Node)]); len(who) > limit && len(plain) > 0 {
 		c.violate(InvBusy, rev, "%s took a slot of %s with %d busy at max_holders %s: %s", s.Node, groupName(s.Group), len(who), what, describe(who))
 	}
 }
 
 // counts checks the slots at rev against max_holders and max_holders_total.
-func (c *checker) counts(rev int64) {
+// Budgets that are numbers are checked at every revision. A percentage is
+// checked at each take (taken: the slots taken at rev), against the nodes
+// known at its count and after it (model.holders): a record's end shrinks
+// the budget, but the slots taken before it stay (they are never given back
+// for it), and between takes the slots only become fewer.
+func (c *checker) counts(rev int64, taken []slotView) {
+	m := c.m
+	if !m.r.percent() {
+		c.countsBy(rev, "", nil)
+		return
+	}
+	for _, t := range taken {
+		c.countsBy(rev, t.Node, c.counted[takeKey(rev, t.Node)])
+	}
+}
+
+// countsBy checks the slots at rev against max_holders and
+// max_holders_total resolved by the model's state and at, with node (the
+// taker, "" for none) known in its own group and the fleet.
+func (c *checker) countsBy(rev int64, node string, at atCount) {
 	m := c.m
 	slots := m.slots()
 	groups := map[string]bool{"": true}
@@ -404,16 +443,20 @@ func (c *checker) counts(rev int64) {
 	}
 	for g := range groups {
 		var in []string
+		asker := ""
 		for _, s := range slots {
 			if s.counts(g) {
 				in = append(in, s.Node)
 			}
+			if s.Node == node && s.Group == g {
+				asker = node
+			}
 		}
-		if limit, what := m.holders(g, ""); len(in) > limit {
+		if limit, what := m.holders(g, asker, at); len(in) > limit {
 			c.violate(InvMaxHolders, rev, "%d slots in %s at max_holders %s: %s", len(in), groupName(g), what, strings.Join(in, ", "))
 		}
 	}
-	if limit, what := m.total(""); limit > 0 && len(slots) > limit {
+	if limit, what := m.total(node, at); limit > 0 && len(slots) > limit {
 		var in []string
 		for _, s := range slots {
 			in = append(in, s.Node)

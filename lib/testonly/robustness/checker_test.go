@@ -375,6 +375,58 @@ func TestCheckerPercent(t *testing.T) {
 	want(t, r, known("g2", "").take("a", "", 0xa1).take("b", "g2", 0xb1), nil)
 }
 
+// A percentage at a take is of the nodes known at its count or after it:
+// a record that ends between the two shrinks the budget after the take,
+// and the take kept the one its count resolved; a record's end between
+// takes gives back no slot. Without the take's count the state after it
+// alone decides.
+func TestCheckerPercentRecordEnds(t *testing.T) {
+	r := rules(0, 0)
+	r.HoldersPct = 50
+	// b counts 4 known (2 records, a's slot and b): 2 slots. r2's record
+	// ends; b takes: 3 known after it, 1 slot.
+	fleet := func() (*hist, int64) {
+		h := newHist()
+		h.txn(h.put("nodes/r0", `{"state":"idle"}`, 0x100), h.put("nodes/r2", `{"state":"idle"}`, 0x102))
+		h.take("a", "", 0xa1)
+		counted := h.rev
+		h.txn(h.del("nodes/r2"))
+		return h.take("b", "", 0xb1), counted
+	}
+	h, counted := fleet()
+	takes := []Take{{Actor: "b/daemon", Node: "b", Count: counted, Revision: h.rev}}
+	if got, _ := Check(r, h.events, nil, takes); len(got) != 0 {
+		t.Fatalf("a take within the budget its count resolved broke %v", got)
+	}
+	// Without the take's count: judged after it, 2 slots at 1.
+	if got, _ := Check(r, h.events, nil, nil); len(got) != 1 || got[0].Invariant != InvMaxHolders {
+		t.Fatalf("judged after the take alone: %v, want max_holders broken", got)
+	}
+	// Over the budget its count resolved: 2 known at the count (r0 and
+	// a's slot) allow 1.
+	o := newHist()
+	o.txn(o.put("nodes/r0", `{"state":"idle"}`, 0x100))
+	o.take("a", "", 0xa1)
+	counted = o.rev
+	o.take("b", "", 0xb1)
+	takes = []Take{{Actor: "b/daemon", Node: "b", Count: counted, Revision: o.rev}}
+	want2 := func(got []Violation) {
+		t.Helper()
+		if len(got) == 0 || got[0].Invariant != InvMaxHolders {
+			t.Fatalf("2 slots of 3 known at 50%%: %v, want max_holders broken", got)
+		}
+	}
+	got, _ := Check(r, o.events, nil, takes)
+	want2(got)
+	// A record's end after both takes: no take, nothing judged.
+	e, counted := fleet()
+	takes = []Take{{Actor: "b/daemon", Node: "b", Count: counted, Revision: e.rev}}
+	e.txn(e.del("nodes/r0"))
+	if got, _ := Check(r, e.events, nil, takes); len(got) != 0 {
+		t.Fatalf("a record's end after the takes broke %v", got)
+	}
+}
+
 func TestCheckerPercentLiveness(t *testing.T) {
 	// max_holders 50% of 5 known (3 records, a's slot, b) is 2: with a
 	// in its reboot, b's seat has room, unless a's slot carries a smaller

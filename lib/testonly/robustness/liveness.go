@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,9 @@ func (c *checker) live(at Attempt) {
 	}
 	if at.Rule == "wave" {
 		c.stats.Waited++
+		if slices.ContainsFunc(c.m.waveHeld(at.Node, at.Wave), func(h string) bool { return strings.HasSuffix(h, bakingNote) }) {
+			c.stats.Baked++
+		}
 	}
 	why, ok := c.m.eligible(at)
 	if !ok {
@@ -126,7 +130,7 @@ func (m *model) eligible(at Attempt) (string, bool) {
 			others[s.Node+"|"+s.BootID] = s.Node + " (older candidate seat)"
 		}
 	}
-	limit, limitWhat := m.holders(at.Group, at.Node)
+	limit, limitWhat := m.holders(at.Group, at.Node, nil)
 	limit, limitWhat = m.capped(limit, limitWhat, own.line, func(s slotView) bool { return s.counts(at.Group) }, false)
 	free := limit - len(others)
 	if free <= 0 {
@@ -148,7 +152,7 @@ func (m *model) eligible(at Attempt) (string, bool) {
 	if ahead >= free {
 		return "", false
 	}
-	if limitTotal, what := m.total(at.Node); limitTotal > 0 {
+	if limitTotal, what := m.total(at.Node, nil); limitTotal > 0 {
 		limitTotal, _ = m.capped(limitTotal, what, "", func(slotView) bool { return true }, true)
 		freeTotal := limitTotal - len(total)
 		ahead = 0

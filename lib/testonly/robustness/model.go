@@ -467,6 +467,9 @@ type recordView struct {
 	Wave           int    `json:"wave"`
 }
 
+// bakingNote ends waveHeld's words for a lower wave's completion mark.
+const bakingNote = "completed within wave_bake_sec)"
+
 // waveHeld names what holds a node of wave back at the model's revision
 // (docs/rollout.md, "Waves and canaries"): another node of a lower wave
 // that still needs its reboot or is in it, by its live health record
@@ -495,7 +498,7 @@ func (m *model) waveHeld(node string, wave int) []string {
 			Wave int `json:"wave"`
 		}
 		if json.Unmarshal(m.kvs[k].Value, &v) != nil || v.Wave < wave {
-			out = append(out, fmt.Sprintf("%s (wave %d, completed within wave_bake_sec)", strings.TrimPrefix(k, dir), v.Wave))
+			out = append(out, fmt.Sprintf("%s (wave %d, %s", strings.TrimPrefix(k, dir), v.Wave, bakingNote))
 		}
 	}
 	sort.Strings(out)
@@ -517,50 +520,76 @@ func (m *model) records() []recordView {
 
 // Budgets as percentages (docs/rollout.md, "Budgets as percentages"): of
 // the nodes the count knows in the scope, its health records and its slots
-// and the node that asks, rounded down and at least 1. During a run with a
-// percentage records are only written, never ended (FaultEndRecord is not
-// drawn there: Scenario.drawRecordEnds), and a take fails when
-// a slot it counted has gone, so the nodes known at a take are at least
-// those its count knew: a budget judged on the state after the take is
-// never smaller than the one the admission applied.
+// and the node that asks, rounded down and at least 1. A health record may
+// end between a count and its take (FaultEndRecord: the take guards the
+// slots it counted, not the records), so a take is judged against the
+// nodes known at its count (atCount, the state at the revision its taker
+// counted at, from the run's takes) as well as those known after it: a
+// node that joined in between makes the budget judged at most that much
+// more permissive than the one the admission applied, and without a take's
+// count (nil) the state after it alone is used.
 
-// holders is max_holders for group by the model's state, with node (the
-// node that asks; "" for none) known in it, and how it was resolved.
-func (m *model) holders(group, node string) (int, string) {
+// atCount is the state a percentage resolves against at one revision: the
+// health records and the slots.
+type atCount map[string]KV
+
+// atCount is the model's records and slots now.
+func (m *model) atCount() atCount {
+	out := atCount{}
+	for _, p := range []string{m.r.NS + "nodes/", m.slotDir()} {
+		for _, k := range m.under(p) {
+			out[k] = m.kvs[k]
+		}
+	}
+	return out
+}
+
+// percent reports whether a budget is a percentage.
+func (r Rules) percent() bool { return r.HoldersPct > 0 || r.TotalPct > 0 }
+
+// holders is max_holders for group by the model's state and at (nil: the
+// model's alone), with node (the node that asks; "" for none) known in it,
+// and how it was resolved.
+func (m *model) holders(group, node string, at atCount) (int, string) {
 	if m.r.HoldersPct == 0 {
 		return m.r.MaxHolders, fmt.Sprint(m.r.MaxHolders)
 	}
-	known := m.known(func(g string) bool { return g == group }, func(s slotView) bool { return s.counts(group) }, node)
+	known := m.known(func(g string) bool { return g == group }, func(s slotView) bool { return s.counts(group) }, node, at)
 	return percentOf(m.r.HoldersPct, known, groupName(group))
 }
 
-// total is max_holders_total (0: none) by the model's state, with node
-// known in the fleet.
-func (m *model) total(node string) (int, string) {
+// total is max_holders_total (0: none) by the model's state and at, with
+// node known in the fleet.
+func (m *model) total(node string, at atCount) (int, string) {
 	if m.r.TotalPct == 0 {
 		return m.r.MaxTotal, fmt.Sprint(m.r.MaxTotal)
 	}
-	known := m.known(func(string) bool { return true }, func(slotView) bool { return true }, node)
+	known := m.known(func(string) bool { return true }, func(slotView) bool { return true }, node, at)
 	return percentOf(m.r.TotalPct, known, "the fleet")
 }
 
-// known are the nodes with a record of a group in or a slot in, and node.
-func (m *model) known(in func(group string) bool, slotIn func(slotView) bool, node string) map[string]bool {
+// known are the nodes with a record of a group in or a slot in, by the
+// model's state or at, and node.
+func (m *model) known(in func(group string) bool, slotIn func(slotView) bool, node string, at atCount) map[string]bool {
 	known := map[string]bool{}
 	if node != "" {
 		known[node] = true
 	}
-	for _, k := range m.under(m.r.NS + "nodes/") {
-		var r struct {
-			Group string `json:"group"`
-		}
-		if json.Unmarshal(m.kvs[k].Value, &r) == nil && in(r.Group) {
-			known[strings.TrimPrefix(k, m.r.NS+"nodes/")] = true
-		}
-	}
-	for _, s := range m.slots() {
-		if slotIn(s) {
-			known[s.Node] = true
+	for _, kvs := range []map[string]KV{m.kvs, at} {
+		for k, kv := range kvs {
+			switch {
+			case strings.HasPrefix(k, m.r.NS+"nodes/"):
+				var r struct {
+					Group string `json:"group"`
+				}
+				if json.Unmarshal(kv.Value, &r) == nil && in(r.Group) {
+					known[strings.TrimPrefix(k, m.r.NS+"nodes/")] = true
+				}
+			case strings.HasPrefix(k, m.slotDir()):
+				if s := readSlot(k, kv, m.r.NS); slotIn(s) {
+					known[s.Node] = true
+				}
+			}
 		}
 	}
 	return known

@@ -107,6 +107,10 @@ type Scenario struct {
 	// Waves: daemons and pipelines are of waves 0 to 2, and publish that
 	// they need their reboot at the start of each cycle (drawWaves).
 	Waves bool
+	// WaveBake is rollout.wave_bake_sec (0: none; drawWaves): each
+	// completion leaves a mark on a lease of its own that holds the later
+	// waves back until it runs out.
+	WaveBake int
 	// Policy is the built-in cluster policies every node runs with (none
 	// when zero). With a policy every publishing node publishes an idle
 	// record before its first cycle, so that there are healthy nodes to
@@ -190,8 +194,10 @@ func Generate(seed uint64) Scenario {
 // first cycle, one that says it needs its reboot at the start of each cycle,
 // rebooting before its reboot and idle after it, so that a later wave waits
 // for the earlier ones' records (its busy keys, or every record where a node
-// is unindexed) and slots. wave_timeout_sec stays the default (a day: no
-// record outlives it during a run) and wave_bake_sec 0.
+// is unindexed) and slots. In one in two of them wave_bake_sec is 2 (etcd's
+// shortest lease): each completion's mark then holds the later waves back
+// until its lease runs out. wave_timeout_sec stays the default (a day: no
+// record outlives it during a run).
 func (sc *Scenario) drawWaves(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x3a7e5))
 	if rng.IntN(4) != 0 {
@@ -203,21 +209,23 @@ func (sc *Scenario) drawWaves(seed uint64) {
 			sc.Nodes[i].Publish, sc.Nodes[i].Wave = true, rng.IntN(3)
 		}
 	}
+	if rng.IntN(2) == 0 {
+		sc.WaveBake = 2
+	}
 }
 
 // drawRecordEnds lets the health records of nodes gone for ever run out
-// (FaultEndRecord) in one in two scenarios whose budgets are numbers and
-// where some node that publishes may be lost, from a generator of its own
-// (the rest of a seed's scenario stays the same). Not with a percentage:
-// its checker judges a budget on the state after the take, which holds
-// only while no record ends (model.holders).
+// (FaultEndRecord) in one in two scenarios where some node that publishes
+// may be lost, from a generator of its own (the rest of a seed's scenario
+// stays the same). With a percentage the group and the fleet then shrink:
+// a take is judged against the nodes its count knew (model.holders).
 func (sc *Scenario) drawRecordEnds(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x4ec0d))
 	lossy := false
 	for _, n := range sc.Nodes {
 		lossy = lossy || (n.Publish && n.Loss > 0 && (n.Kind == KindDaemon || n.Kind == KindPipeline))
 	}
-	if sc.percent() || !lossy || rng.IntN(2) != 0 {
+	if !lossy || rng.IntN(2) != 0 {
 		return
 	}
 	sc.Faults.EndRecord = 0.1
@@ -357,6 +365,9 @@ func (sc Scenario) String() string {
 	}
 	if sc.Waves {
 		b.WriteString(", waves")
+		if sc.WaveBake > 0 {
+			fmt.Fprintf(&b, " (wave_bake_sec %d)", sc.WaveBake)
+		}
 	}
 	if sc.Faults.EndRecord > 0 {
 		b.WriteString(", the records of nodes gone for ever end by a fault")
@@ -409,7 +420,7 @@ func (sc Scenario) config(ns string, n NodeSpec) config.Config {
 	}
 	cfg.Rollout.MaxStartsPerHour = sc.Rate
 	cfg.ClusterPolicies = sc.Policy
-	cfg.Rollout.Wave = n.Wave
+	cfg.Rollout.Wave, cfg.Rollout.WaveBakeSec = n.Wave, sc.WaveBake
 	cfg.LockTTLSec, cfg.RebootSlotTTLSec, cfg.EtcdDialTimeoutSec = seatTTLSec, slotTTLSec, 10
 	cfg.BackoffMinSec, cfg.BackoffMaxSec = 1, 1
 	return cfg
