@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/exitcode"
@@ -403,6 +406,43 @@ func TestWaves(t *testing.T) {
 		t.Fatalf("reason %q, want the bake time", v.Reason)
 	}
 	testsupport.Eventually(t, 10*time.Second, "the bake time to end", func() bool { _, err := r.admit(w1); return err == nil })
+
+	t.Run("a bake mark without its lease", func(t *testing.T) {
+		// etcd grants no lease for the mark: the completion fails and the
+		// slot stays (the later waves wait for it), rather than freeing
+		// it without the mark and letting them start at once.
+		r := newRig(t)
+		canary := r.fleet("canary", "", time.Minute, wave(0))
+		w1 := r.fleet("w1", "", time.Minute, wave(1))
+		h := r.mustAdmit(canary)
+		noBake := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if q, ok := req.(*etcdserverpb.LeaseGrantRequest); ok && q.TTL == 3 {
+				return errors.New("lease grant refused by the test")
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{embedded.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(noBake)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		x := Completion{Client: c, NS: r.ns, BootID: "boot-canary-2", WaveBakeSec: 3}
+		if freed, err := x.Complete(ctx, NewClaim(canary, h.Leases, time.Now(), 1)); err == nil || freed || !strings.Contains(err.Error(), "wave_bake_sec") {
+			t.Fatalf("complete without the mark's lease: freed %v, err %v; want an error naming wave_bake_sec", freed, err)
+		}
+		if !r.exists(canary.Key()) {
+			t.Fatal("the slot was freed without its bake mark")
+		}
+		r.refused(w1, RuleWave)
+		x.Client = r.c
+		if freed, err := x.Complete(ctx, NewClaim(canary, h.Leases, time.Now(), 1)); err != nil || !freed {
+			t.Fatalf("complete again: freed %v, err %v", freed, err)
+		}
+		if v := r.refused(w1, RuleWave); !strings.Contains(v.Reason, "wave_bake_sec") {
+			t.Fatalf("reason %q, want the bake time", v.Reason)
+		}
+	})
 
 	t.Run("held or timed out", func(t *testing.T) {
 		r := newRig(t)

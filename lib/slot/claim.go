@@ -176,7 +176,10 @@ func (x Completion) Complete(ctx context.Context, cl Claim) (freed bool, err err
 			[]clientv3.Op{clientv3.OpDelete(InflightKey(x.NS, node))}, nil))
 	}
 	since, _ := time.Parse(time.RFC3339Nano, cl.Since)
-	ops, records := x.records(ctx, node, cl.Group, cl.Wave, since)
+	ops, records, err := x.records(ctx, node, cl.Group, cl.Wave, since)
+	if err != nil {
+		return false, err
+	}
 	then = append(then, ops...)
 	resp, err := x.Client.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(cl.Key), "=", l.Slot)).Then(then...).Commit()
 	if err != nil {
@@ -210,18 +213,22 @@ func (x Completion) Complete(ctx context.Context, cl Claim) (freed bool, err err
 // the transaction fails): the completion for the later waves' bake time
 // (with wave_bake_sec), and the completion itself (DoneKey, on a lease of
 // the failure window) with the reboot's duration since the slot was taken.
-// A lease that cannot be granted leaves its record out: neither is needed
-// for the slot to be freed, and the admission reads no done record.
-func (x Completion) records(ctx context.Context, node, group string, wave int, since time.Time) ([]clientv3.Op, []clientv3.LeaseID) {
+// The bake mark is a rule: a completion that cannot grant its lease fails
+// (the slot stays, and the completion is tried again), since without the
+// mark the later waves would start at once. The done record is only for
+// the reports: a lease that cannot be granted leaves it out.
+func (x Completion) records(ctx context.Context, node, group string, wave int, since time.Time) ([]clientv3.Op, []clientv3.LeaseID, error) {
 	var ops []clientv3.Op
 	var leases []clientv3.LeaseID
 	at := x.now().UTC()
 	if x.WaveBakeSec > 0 {
-		if g, err := x.Client.Grant(ctx, int64(max(x.WaveBakeSec, 2))); err == nil {
-			mark, _ := json.Marshal(slotinfo.Mark{Node: node, Group: group, Wave: wave, Since: at})
-			ops = append(ops, clientv3.OpPut(WaveDoneDir(x.NS)+node, string(mark), clientv3.WithLease(g.ID)))
-			leases = append(leases, g.ID)
+		g, err := x.Client.Grant(ctx, int64(max(x.WaveBakeSec, 2)))
+		if err != nil {
+			return nil, nil, fmt.Errorf("slot: the completion's wave_bake_sec mark needs a lease, and etcd granted none (%w); the slot stays until the completion is tried again", err)
 		}
+		mark, _ := json.Marshal(slotinfo.Mark{Node: node, Group: group, Wave: wave, Since: at})
+		ops = append(ops, clientv3.OpPut(WaveDoneDir(x.NS)+node, string(mark), clientv3.WithLease(g.ID)))
+		leases = append(leases, g.ID)
 	}
 	if g, err := x.Client.Grant(ctx, int64(max(x.FailureWindowSec, 60))); err == nil {
 		d := Done{Node: node, Group: group, Wave: wave, At: at, BootID: x.BootID}
@@ -235,7 +242,7 @@ func (x Completion) records(ctx context.Context, node, group string, wave int, s
 		ops = append(ops, clientv3.OpPut(DoneKey(x.NS, node), string(val), clientv3.WithLease(g.ID)))
 		leases = append(leases, g.ID)
 	}
-	return ops, leases
+	return ops, leases, nil
 }
 
 func (x Completion) revoke(ctx context.Context, leases []clientv3.LeaseID) {
@@ -405,7 +412,10 @@ func (x Completion) CompleteByBoot(ctx context.Context, key, bootID, group strin
 			ilease = ikv[0].Lease
 		}
 	}
-	ops, records := x.records(ctx, node, group, wave, p.Since)
+	ops, records, err := x.records(ctx, node, group, wave, p.Since)
+	if err != nil {
+		return false, err
+	}
 	then = append(then, ops...)
 	t, err := x.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).Then(then...).Commit()
 	if err != nil {
