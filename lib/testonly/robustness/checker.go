@@ -173,7 +173,7 @@ func Check(r Rules, events []Event, attempts []Attempt, takes []Take) ([]Violati
 	counted := func(before int64) {
 		for ; r.percent() && nextTake < len(byCount) && byCount[nextTake].Count < before; nextTake++ {
 			t := byCount[nextTake]
-			c.counted[takeKey(t.Revision, t.Node)] = c.m.atCount()
+			c.counted[takeKey(t.Revision, t.Node)] = c.m.snapshot()
 		}
 	}
 	for i := 0; i < len(events); {

@@ -533,8 +533,8 @@ func (m *model) records() []recordView {
 // health records and the slots.
 type atCount map[string]KV
 
-// atCount is the model's records and slots now.
-func (m *model) atCount() atCount {
+// snapshot is the model's records and slots now.
+func (m *model) snapshot() atCount {
 	out := atCount{}
 	for _, p := range []string{m.r.NS + "nodes/", m.slotDir()} {
 		for _, k := range m.under(p) {
