@@ -11,7 +11,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -421,13 +420,7 @@ func TestWaves(t *testing.T) {
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{embedded.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(noBake)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		x := Completion{Client: c, NS: r.ns, BootID: "boot-canary-2", WaveBakeSec: 3}
+		x := Completion{Client: watchedClient(t, noBake), NS: r.ns, BootID: "boot-canary-2", WaveBakeSec: 3}
 		if freed, err := x.Complete(ctx, NewClaim(canary, h.Leases, time.Now(), 1)); err == nil || freed || !strings.Contains(err.Error(), "wave_bake_sec") {
 			t.Fatalf("complete without the mark's lease: freed %v, err %v; want an error naming wave_bake_sec", freed, err)
 		}

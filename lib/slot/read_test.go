@@ -224,6 +224,19 @@ func TestUngroupedLineBesideGroups(t *testing.T) {
 	}
 }
 
+// watchedClient is a client of the embedded etcd whose requests go through
+// ic, closed with the test.
+func watchedClient(t *testing.T, ic grpc.UnaryClientInterceptor) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{embedded.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(ic)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // Reads at a count's revision are served serializably (no ReadIndex round
 // trip to the leader); a member that has not applied the revision yet
 // answers ErrFutureRev, and the read goes again, linearizable. Reads
@@ -243,12 +256,7 @@ func TestReadsAtARevisionAreSerializable(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{embedded.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(record)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := watchedClient(t, record)
 	r := newRig(t)
 	f := r.fleet("a", "", time.Minute)
 	f.Client = c
