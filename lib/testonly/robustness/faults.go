@@ -37,9 +37,10 @@ const (
 	// FaultHold: an operator holds a node (<ns>holds/<node>), or releases
 	// it.
 	FaultHold FaultKind = "hold"
-	// FaultEndPacing: a pacing mark's or a start record's lease runs out
-	// (it is revoked): the group's bake time after a reboot's start, or
-	// the hour a start counts for max_starts_per_hour, is over.
+	// FaultEndPacing: a pacing mark's, a start record's or a wave's
+	// completion mark's lease runs out (it is revoked): the group's bake
+	// time after a reboot's start, the hour a start counts for
+	// max_starts_per_hour, or wave_bake_sec after a completion, is over.
 	FaultEndPacing FaultKind = "end-pacing"
 	// FaultEndRecord: the health record of a node that went down never
 	// to return runs out (its lease is revoked, with the index keys on

@@ -11,18 +11,20 @@ import (
 )
 
 // shortSeeds is the seed set of make test (and make unit, under -race):
-// eighteen schedules, seconds on two cores. Seeds 1 to 16; 19: waves, and
+// nineteen schedules, seconds on two cores. Seeds 1 to 16; 19: waves, and
 // the health records of two nodes gone for ever run out
 // (drawRecordEnds); 58: both groups halted at once and a resume of one of
 // them (drawHaltedGroups), the schedule that finds a group's resume
-// acknowledging the other group's failures. Seeds 5, 8, 9, 10, 12 and 15
-// run waves (drawWaves).
+// acknowledging the other group's failures; 182: waves with
+// wave_bake_sec, the schedule that finds a later wave admitted while a
+// lower wave's completion bakes. Seeds 5, 8, 9, 10, 12 and 15 run waves
+// (drawWaves), 5, 9, 10 and 15 with a bake time.
 func shortSeeds() []uint64 {
 	var out []uint64
 	for s := uint64(1); s <= 16; s++ {
 		out = append(out, s)
 	}
-	return append(out, 19, 58)
+	return append(out, 19, 58, 182)
 }
 
 // runSeed runs scenario sc (of seed) in a namespace of its own.

@@ -109,7 +109,8 @@ type Scenario struct {
 	Waves bool
 	// WaveBake is rollout.wave_bake_sec (0: none; drawWaves): each
 	// completion leaves a mark on a lease of its own that holds the later
-	// waves back until it runs out.
+	// waves back until it runs out. An hour: the marks end only by
+	// FaultEndPacing, so that no timer decides anything.
 	WaveBake int
 	// Policy is the built-in cluster policies every node runs with (none
 	// when zero). With a policy every publishing node publishes an idle
@@ -194,10 +195,11 @@ func Generate(seed uint64) Scenario {
 // first cycle, one that says it needs its reboot at the start of each cycle,
 // rebooting before its reboot and idle after it, so that a later wave waits
 // for the earlier ones' records (its busy keys, or every record where a node
-// is unindexed) and slots. In one in two of them wave_bake_sec is 2 (etcd's
-// shortest lease): each completion's mark then holds the later waves back
-// until its lease runs out. wave_timeout_sec stays the default (a day: no
-// record outlives it during a run).
+// is unindexed) and slots. In one in two of them wave_bake_sec is an hour:
+// each completion's mark then holds the later waves back until
+// FaultEndPacing ends its lease (its bake time over; a mark that ran out by
+// time would make a replay depend on the machine's speed). wave_timeout_sec
+// stays the default (a day: no record outlives it during a run).
 func (sc *Scenario) drawWaves(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x3a7e5))
 	if rng.IntN(4) != 0 {
@@ -210,7 +212,8 @@ func (sc *Scenario) drawWaves(seed uint64) {
 		}
 	}
 	if rng.IntN(2) == 0 {
-		sc.WaveBake = 2
+		sc.WaveBake = 3600
+		sc.Faults.EndPacing = endPacingRate
 	}
 }
 
@@ -289,13 +292,19 @@ func (sc *Scenario) drawPacing(seed uint64) {
 		sc.Rate = 1 + rng.IntN(2)
 	}
 	if sc.Paced || sc.Rate > 0 {
-		sc.Faults.EndPacing = 0.03
+		sc.Faults.EndPacing = endPacingRate
 	}
 }
+
+// endPacingRate is FaultEndPacing's chance at each step, where it is drawn.
+const endPacingRate = 0.03
 
 // markDirs are the records FaultEndPacing may end.
 func (sc Scenario) markDirs(ns string) []string {
 	var out []string
+	if sc.WaveBake > 0 {
+		out = append(out, slot.WaveDoneDir(ns))
+	}
 	if sc.Paced {
 		out = append(out, slot.PacedDir(ns))
 	}
@@ -366,7 +375,7 @@ func (sc Scenario) String() string {
 	if sc.Waves {
 		b.WriteString(", waves")
 		if sc.WaveBake > 0 {
-			fmt.Fprintf(&b, " (wave_bake_sec %d)", sc.WaveBake)
+			fmt.Fprintf(&b, " (wave_bake_sec %d, its marks end by a fault)", sc.WaveBake)
 		}
 	}
 	if sc.Faults.EndRecord > 0 {
