@@ -96,6 +96,11 @@ func violations() []violation {
 			}
 			e.putLease(t, "index/busy/00/canary", "")
 		}},
+		{rule: slot.RuleWave, how: "a lower wave's completion bakes", conf: "rollout: {wave: 1, wave_bake_sec: 600}\nfleetlock: {groups: {g: {wave: 1}}}\n", setup: func(t *testing.T, e *admissionEnv) {
+			// The canary completed: its mark (a completion writes it on a
+			// lease of wave_bake_sec) holds wave 1 back until it ends.
+			e.putLease(t, "rollout/wavedone/canary", `{"node":"canary","group":"g","wave":0,"since":"2026-01-01T00:00:00Z"}`)
+		}},
 		{rule: slot.RulePolicy, conf: "cluster_policies: {min_healthy_absolute: 5}\n"},
 		{rule: slot.RuleMaxHolders, setup: func(t *testing.T, e *admissionEnv) {
 			e.putLease(t, "rebooting/busy", other("busy", "g", 0))
