@@ -423,18 +423,18 @@ func (c *checker) busy(rev int64, s slotView, plain map[string]string) {
 func (c *checker) counts(rev int64, taken []slotView) {
 	m := c.m
 	if !m.r.percent() {
-		c.countsBy(rev, "", nil)
+		c.countsBy(rev, nil)
 		return
 	}
 	for _, t := range taken {
-		c.countsBy(rev, t.Node, c.counted[takeKey(rev, t.Node)])
+		c.countsBy(rev, c.counted[takeKey(rev, t.Node)])
 	}
 }
 
 // countsBy checks the slots at rev against max_holders and
-// max_holders_total resolved by the model's state and at, with node (the
-// taker, "" for none) known in its own group and the fleet.
-func (c *checker) countsBy(rev int64, node string, at atCount) {
+// max_holders_total resolved by the model's state and at (a taker is known
+// by its slot).
+func (c *checker) countsBy(rev int64, at atCount) {
 	m := c.m
 	slots := m.slots()
 	groups := map[string]bool{"": true}
@@ -443,20 +443,16 @@ func (c *checker) countsBy(rev int64, node string, at atCount) {
 	}
 	for g := range groups {
 		var in []string
-		asker := ""
 		for _, s := range slots {
 			if s.counts(g) {
 				in = append(in, s.Node)
 			}
-			if s.Node == node && s.Group == g {
-				asker = node
-			}
 		}
-		if limit, what := m.holders(g, asker, at); len(in) > limit {
+		if limit, what := m.holders(g, "", at); len(in) > limit {
 			c.violate(InvMaxHolders, rev, "%d slots in %s at max_holders %s: %s", len(in), groupName(g), what, strings.Join(in, ", "))
 		}
 	}
-	if limit, what := m.total(node, at); limit > 0 && len(slots) > limit {
+	if limit, what := m.total("", at); limit > 0 && len(slots) > limit {
 		var in []string
 		for _, s := range slots {
 			in = append(in, s.Node)
