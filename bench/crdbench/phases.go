@@ -22,6 +22,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
 	"github.com/clusterrebootd/clusterrebootd/lib/reboot"
 	"github.com/clusterrebootd/clusterrebootd/lib/slot"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 	"github.com/clusterrebootd/clusterrebootd/lib/version"
 )
 
@@ -424,7 +425,11 @@ func (s *fleetSim) holdingPhase(ctx context.Context, runs int) ([]phaseResult, e
 		var lat []float64
 		failures := 0
 		for range runs {
-			a := slot.Admission{Fleet: fleet, Seat: seat}
+			// As the daemon's cycle and the pipeline admit: the node-local
+			// checks (Recheck) on the first count that admits, with the
+			// fleet's size for the health script, then a count again and
+			// the take. The checks themselves touch no etcd: left out.
+			a := slot.Admission{Fleet: fleet, Seat: seat, Recheck: func(context.Context, slot.Count, slotinfo.Verdict) error { return nil }}
 			t0 := time.Now()
 			out, err := a.Admit(ctx)
 			d := time.Since(t0)

@@ -333,8 +333,10 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 	hold, first := of(run.phases, phaseHolding), of(run.phases, phaseFirstAdmission)
 	pol, pct, wave := of(run.phases, phaseHoldingPolicy), of(run.phases, phaseHoldingPercent), of(run.phases, phaseHoldingWave)
 	w.WriteString("\n## The admission under the lock\n\n")
-	fmt.Fprintf(w, "One node holds a seat and runs lib/slot Admission.Admit (Count, Decide, the slot's take) against "+
-		"the whole fleet's records: first once with an empty rules cache, then %d times one after another, each "+
+	fmt.Fprintf(w, "One node holds a seat and runs lib/slot Admission.Admit against "+
+		"the whole fleet's records as the daemon's cycle and the pipeline run it: a Count and Decide, the "+
+		"node-local checks on the count that admits (Recheck; the checks themselves touch no etcd and are left "+
+		"out), a Count and Decide again, the slot's take. First once with an empty rules cache, then %d times one after another, each "+
 		"slot's leases revoked before the next. Its configuration has a health script (every deployment has one: "+
 		"without it the gate blocks every reboot) and no built-in policy; the last columns are %d more admissions by "+
 		"the same node with a policy (min_healthy_fraction 0.5), %d with max_holders \"10%%\" (the scopes' sizes counted in the "+
@@ -390,16 +392,19 @@ func admissionSection(w *strings.Builder, run scaleRun) {
 		"and the failures (docs/cluster-protocol.md, \"What the admission reads\"): the first max_holders entries of its " +
 		"group's line, the slots, the in-flight and failure records, the halts and the acknowledgement, the pause, " +
 		"its own record, hold and request, the recent pacing and start records, the fleet's line, the rules keys' " +
-		"marker, and for the health script's CLUSTER_SIZE a count-only range of the records (with a policy also " +
-		"one of the members' index, which tells whether every record is indexed); the lines keys only, then " +
+		"marker, with a policy a count-only range of the records and one of the members' index (which tells " +
+		"whether every record is indexed); the lines keys only, then " +
 		"the values of the entries that can hold a seat. The take guards what the Count read: the prefixes " +
 		"it read whole (the slots, the in-flight and failure records, the halts: bounded by the nodes in flight and " +
 		"the failures), single keys (the pause, the node's hold and seat, the acknowledgement) and each counted slot's " +
-		"create revision, so etcd's apply loop reads no range of the fleet's size inside it.\n\n" +
+		"create revision, so etcd's apply loop reads no range of the fleet's size inside it. The health script's " +
+		"CLUSTER_SIZE alone (no policy) decides nothing: the records are counted for it once per admission, at the " +
+		"revision of the count that admits before the checks, and a count that refuses (a node waiting for a slot " +
+		"counts again on every change) counts nothing of the fleet's size.\n\n" +
 		"What still grows with the fleet:\n\n" +
 		"- **etcd's CPU for the count-only ranges**: etcd counts a range by walking its in-memory index, so the " +
-		"time of a Count grows slowly with the records while its bytes do not (the median above): one range of " +
-		"the fleet's size, two with a policy, three with a wave, four with a percentage, each in a request of its own, " +
+		"time of a Count grows slowly with the records while its bytes do not (the median above): per admission one range of " +
+		"the fleet's size for the health script; per Count two with a policy, two with a wave, three with a percentage, each in a request of its own, " +
 		"all sent at once at the count's revision (etcd walks the ranges of one transaction one after another, of " +
 		"separate requests on as many cores as it has). A count kept in a key cannot replace them here: a record leaves the fleet " +
 		"when its lease expires, and an expiry updates no other key; the shared counts that the checks before the " +

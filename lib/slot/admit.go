@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
@@ -78,14 +79,35 @@ type Outcome struct {
 // ctx ends. Every error leaves no slot and no lease of this call behind.
 func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 	f := a.Fleet
+	// Without a policy the fleet's size decides nothing: a Sized Fleet's
+	// counts leave it out, and a count that admits reads it (size), once:
+	// after the checks, the summary they saw.
+	counting := f
+	counting.Sized = false
 	var out Outcome
+	var checked *policy.Summary
+	var checkedRecords int
 	rechecked := false
 	for {
-		c, err := f.Count(ctx, a.seatKey())
+		c, err := counting.Count(ctx, a.seatKey())
 		if err != nil {
 			return out, err
 		}
 		v := f.Decide(c)
+		if v.Admit && f.Sized && c.Summary == nil && !c.Records {
+			switch {
+			case rechecked && checked != nil:
+				c.Summary, c.RecordCount = checked, checkedRecords
+			default:
+				if err := f.size(ctx, &c); errors.Is(err, rpctypes.ErrCompacted) {
+					continue
+				} else if err != nil {
+					return out, err
+				}
+			}
+			checked, checkedRecords = c.Summary, c.RecordCount
+			v = f.Decide(c)
+		}
 		out.Count, out.Verdict = c, v
 		if v.HaltNew && f.Halt(ctx, c, v) {
 			out.Halted = true

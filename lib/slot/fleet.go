@@ -199,7 +199,9 @@ type Count struct {
 	// Summary is what the built-in policies and CLUSTER_SIZE need, read at
 	// Revision with count-only ranges (an admission's Count; nil with
 	// Records: the view has it; nil too when nothing needs it: no policy
-	// is active and the Fleet is not Sized).
+	// is active and the Fleet is not Sized). An Admission reads a Sized
+	// Fleet's summary without a policy only for a count that admits
+	// (Fleet.size), and after its checks keeps the one they saw.
 	Summary *policy.Summary
 	// Slots are the parsed slots of the lock (any group), unbound ones too.
 	Slots []Parsed
@@ -213,6 +215,14 @@ type Count struct {
 	// Tickets are the fleet's line for max_holders_total and the FleetLock
 	// clients' lines for their groups, oldest first.
 	Tickets []Ticket
+	// slotNames are the nodes with a key under the slots' prefix at
+	// Revision, sorted (the summary's per-slot reads, Fleet.size).
+	slotNames []string
+	// counted says the records were counted at Revision for the rules
+	// (a percentage, a wave), records their number: Fleet.size needs no
+	// count of its own then.
+	counted bool
+	records int64
 	// SeatRev is the create revision of this node's seat: when it joined
 	// the lock's line (0: it holds none).
 	SeatRev int64

@@ -232,6 +232,8 @@ func (f Fleet) countOnce(ctx context.Context, seat string, all bool, names []str
 	if err != nil {
 		return Count{}, err
 	}
+	c.slotNames = slotNamesOf(f.NS, kvs(rSlots))
+	c.counted, c.records = summarize || pct || wave, fc.records
 	if summarize {
 		c.RecordCount = int(fc.records)
 	}
@@ -538,6 +540,36 @@ func (f Fleet) fleetCounts(ctx context.Context, c Count, rev int64, summarize, c
 		fc.sizes = sz.of(fc.records, got[group][0].GetResponseRange().Count, got[nodes])
 	}
 	return fc, nil
+}
+
+// size adds to c, at its revision, the summary that a Sized Fleet's
+// caller needs without a policy (the health script's CLUSTER_SIZE) when
+// the count left it out: the records' count (unless the count already
+// counted them for its rules), the down keys and single keys of this
+// node, the fallback nodes and the slot holders. The count is a walk of
+// etcd's index over the whole fleet (docs/scaling.md), and without a
+// policy no rule decides on it: an Admission reads it only for a count
+// that admits, not for every count of a node waiting for a slot. A read
+// at the count's revision, which any member serves.
+func (f Fleet) size(ctx context.Context, c *Count) error {
+	if !f.Sized || c.Summary != nil || c.Records {
+		return nil
+	}
+	ops := localOps(f.NS, f.Node, f.Policies.FallbackNodes, c.slotNames, c.Revision, false)
+	if !c.counted {
+		ops = append([]clientv3.Op{clientv3.OpGet(RecordsDir(f.NS), clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(c.Revision))}, ops...)
+	}
+	resp, err := f.readTxn(ctx, ops)
+	if err != nil {
+		return err
+	}
+	local, records := resp.Responses, c.records
+	if !c.counted {
+		local, records = local[1:], local[0].GetResponseRange().Count
+	}
+	s := summaryOf(local, records, 0, f.NS, f.Node, f.Policies.FallbackNodes, c.slotNames, f.now())
+	c.Summary, c.RecordCount = &s, int(records)
+	return nil
 }
 
 // sizesRead are the single keys a percentage's scopes need beyond the

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/clusterrebootd/clusterrebootd/lib/config"
 	"github.com/clusterrebootd/clusterrebootd/lib/lock"
 	"github.com/clusterrebootd/clusterrebootd/lib/policy"
+	"github.com/clusterrebootd/clusterrebootd/lib/slot/slotinfo"
 )
 
 // An admission's count reads what its rules decide on, bounded by the
@@ -297,5 +300,76 @@ func TestReadsAtARevisionAreSerializable(t *testing.T) {
 	}
 	if v := read(clientv3.OpGet(key), clientv3.OpGet(key, clientv3.WithRev(rev))); v != "2" || again != 1 || fmt.Sprint(sent) != "[false]" {
 		t.Fatalf("one read without a revision: value %q, read again %d times, sent %v: want 2, never, one linearizable transaction", v, again, sent)
+	}
+}
+
+// A Sized Fleet without a policy (a health script's CLUSTER_SIZE, nothing
+// that decides on the fleet's size) counts the fleet's records only for a
+// count that admits, once per admission: a refused count walks no index of
+// the fleet (a node waiting for a slot counts again on every change), and
+// after the checks (Recheck) the count that takes keeps the size they saw.
+func TestSizedAdmissionCountsTheFleetOnce(t *testing.T) {
+	var mu sync.Mutex
+	walks := 0 // count-only ranges of the records
+	record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if q, ok := req.(*etcdserverpb.TxnRequest); ok {
+			for _, op := range q.Success {
+				if rr := op.GetRequestRange(); rr != nil && rr.CountOnly && len(rr.RangeEnd) > 0 && strings.HasSuffix(string(rr.Key), "nodes/") {
+					mu.Lock()
+					walks++
+					mu.Unlock()
+				}
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	walked := func() int { mu.Lock(); defer mu.Unlock(); w := walks; walks = 0; return w }
+	c := watchedClient(t, record)
+	r := newRig(t)
+	for i := range 6 {
+		r.record(r.fleet(fmt.Sprintf("n%d", i), "", time.Minute), policy.StateIdle, false)
+	}
+	sized := func(f *Fleet) { f.Client, f.Sized = c, true }
+	b := r.fleet("b", "", time.Minute, sized)
+	r.record(b, policy.StateNeedsReboot, true)
+	a := r.fleet("a", "", time.Minute, sized)
+	r.record(a, policy.StateNeedsReboot, true)
+	if RecordsDir(r.ns) != r.ns+"nodes/" {
+		t.Fatalf("the records' prefix is %s: the interceptor above looks for %snodes/", RecordsDir(r.ns), r.ns)
+	}
+
+	// b admitted, with the checks: one walk, the size the checks saw (8
+	// records) kept by the count that takes.
+	var seen []int
+	ab := Admission{Fleet: b, Recheck: func(_ context.Context, _ Count, v slotinfo.Verdict) error {
+		seen = append(seen, v.Policy.ClusterSize)
+		return nil
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := ab.Admit(ctx)
+	if err != nil || out.Reboot == nil {
+		t.Fatalf("b: admission: %v", err)
+	}
+	if w := walked(); w != 1 || !slices.Equal(seen, []int{8}) || out.Count.Summary == nil || out.Count.Summary.ClusterSize != 8 || out.Verdict.Policy.ClusterSize != 8 || out.Count.RecordCount != 8 {
+		t.Fatalf("b: %d walks, the checks saw %v, the outcome's summary %+v, verdict's %+v: want one walk, 8 seen and kept", w, seen, out.Count.Summary, out.Verdict.Policy)
+	}
+	// a, refused while b holds the one slot: no walk, no size.
+	v := r.refused(a, RuleMaxHolders)
+	if w := walked(); w != 0 || v.Policy.ClusterSize != 0 {
+		t.Fatalf("a refused: %d walks, cluster size %d: want none counted", w, v.Policy.ClusterSize)
+	}
+	// Without the checks, the count that admits is sized before the take;
+	// b, back, counts by its record: 8.
+	x := Completion{Client: r.c, NS: r.ns, BootID: "boot-b-2", FailureWindowSec: 3600}
+	if _, err := x.Complete(ctx, NewClaim(b, out.Reboot.Leases, time.Now(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	out, err = r.admit(a)
+	if err != nil || out.Reboot == nil || out.Count.Summary == nil || out.Count.Summary.ClusterSize != 8 {
+		t.Fatalf("a: admission %v, summary %+v: want admitted with 8 counted", err, out.Count.Summary)
+	}
+	if w := walked(); w != 1 {
+		t.Fatalf("a admitted: %d walks, want 1", w)
 	}
 }
