@@ -3,13 +3,14 @@
 # Each test starts its own server on random 127.0.0.1 ports and stops it; the
 # packaged service is never used.
 #
-#   make test-lock-integration   lib/etcd + lib/lock scenarios, the crd-lock
+#   make test-lock-integration   lib/etcd + lib/lock scenarios (and etcdtest's
+#                                own: a server ends with its starter), the crd-lock
 #                                testscripts (with the per-node etcd roles of
 #                                packaging/etcd-rbac.sh, which need etcdctl) and
 #                                the daemon's steps (publish, cycle, complete),
 #                                once per server binary
 
-LOCK_IT_PKGS := ./lib/etcd/... ./lib/lock/...
+LOCK_IT_PKGS := ./lib/etcd/... ./lib/lock/... ./lib/testonly/etcdtest/
 
 .PHONY: test-lock-integration
 test-lock-integration: $(ETCD_BIN) $(ETCDCTL_BIN) etcd-debian

@@ -142,8 +142,12 @@ func startBinary(o Options, client, peer string) (*Server, error) {
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	// Its own process group, so a test killed mid-way does not leave it
-	// sharing the terminal's signals.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// sharing the terminal's signals; Pdeathsig, so a process stopped by a
+	// signal or a test binary's timeout (its deferred stops never run)
+	// leaves no etcd behind: a stopped crdbench left its own running for
+	// as long as the next benchmark. (The signal follows the thread that
+	// started it; no goroutine here locks its thread and exits.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("etcdtest: start %s: %w", o.Binary, err)
