@@ -85,8 +85,8 @@ func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 	counting := f
 	counting.Sized = false
 	var out Outcome
-	var checked *policy.Summary
-	var checkedRecords int
+	var seen *policy.Summary // the size the checks saw
+	var seenRecords int
 	rechecked := false
 	for {
 		c, err := counting.Count(ctx, a.seatKey())
@@ -95,17 +95,14 @@ func (a *Admission) Admit(ctx context.Context) (Outcome, error) {
 		}
 		v := f.Decide(c)
 		if v.Admit && f.Sized && c.Summary == nil && !c.Records {
-			switch {
-			case rechecked && checked != nil:
-				c.Summary, c.RecordCount = checked, checkedRecords
-			default:
-				if err := f.size(ctx, &c); errors.Is(err, rpctypes.ErrCompacted) {
-					continue
-				} else if err != nil {
-					return out, err
-				}
+			if rechecked && seen != nil {
+				c.Summary, c.RecordCount = seen, seenRecords
+			} else if err := f.size(ctx, &c); errors.Is(err, rpctypes.ErrCompacted) {
+				continue
+			} else if err != nil {
+				return out, err
 			}
-			checked, checkedRecords = c.Summary, c.RecordCount
+			seen, seenRecords = c.Summary, c.RecordCount
 			v = f.Decide(c)
 		}
 		out.Count, out.Verdict = c, v
